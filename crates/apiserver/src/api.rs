@@ -1,0 +1,1218 @@
+//! The API server core: routing and the resource verbs.
+
+use crate::error::ApiError;
+use crate::fields;
+use crate::http::{self as h, Body, Format, Req};
+use crate::meta::{self, meta_mut, meta_str};
+use crate::registry::{Registry, ResourceDef};
+use crate::storage::{Mutation, Storage};
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// Server behaviour options.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// How often idle watches with `allowWatchBookmarks` get a bookmark.
+    pub bookmark_interval: Duration,
+    /// Events kept for watch resumption.
+    pub history: usize,
+    /// Bearer tokens accepted (empty = no authentication required).
+    pub tokens: Vec<String>,
+    /// Maximum request body size.
+    pub max_body: usize,
+    /// Create the `default` and `kube-system` namespaces at start.
+    pub default_namespaces: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            bookmark_interval: Duration::from_secs(60),
+            history: 100_000,
+            tokens: vec![],
+            max_body: 3 * 1024 * 1024,
+            default_namespaces: true,
+        }
+    }
+}
+
+/// Counters a test can read (e.g. how many watches were opened).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Watch requests served, per storage key.
+    pub watches: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+}
+
+/// The shared server state.
+pub struct ApiServer {
+    /// Object storage.
+    pub storage: Storage,
+    /// Served resources.
+    pub registry: RwLock<Registry>,
+    /// Options.
+    pub options: ServerOptions,
+    /// Counters.
+    pub stats: Stats,
+    /// Wakes the background controllers.
+    pub(crate) kick: tokio::sync::Notify,
+}
+
+/// Where a resource request points.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The resource.
+    pub def: Arc<ResourceDef>,
+    /// Namespace from the URL.
+    pub namespace: Option<String>,
+    /// Object name.
+    pub name: Option<String>,
+    /// Subresource.
+    pub sub: Option<String>,
+    /// Watch through the legacy `/watch/` prefix.
+    pub legacy_watch: bool,
+}
+
+impl Target {
+    fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+}
+
+pub(crate) enum Route {
+    Resource(Target),
+    Other,
+}
+
+impl ApiServer {
+    /// A server with the built-in resources.
+    pub fn new(options: ServerOptions) -> Arc<Self> {
+        let s = Arc::new(Self {
+            storage: Storage::new(options.history),
+            registry: RwLock::new(Registry::new()),
+            options,
+            stats: Stats::default(),
+            kick: tokio::sync::Notify::new(),
+        });
+        if s.options.default_namespaces {
+            for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                let _ = s.create_namespace_object(ns);
+            }
+        }
+        s
+    }
+
+    fn create_namespace_object(&self, name: &str) -> Result<(), ApiError> {
+        let def = self
+            .def("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("namespaces missing"))?;
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        self.create_object(&def, "", obj, "kube-apiserver", false)
+            .map(|_| ())
+    }
+
+    pub(crate) fn def(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(group, version, plural)
+    }
+
+    /// Parses a resource path into a target.
+    pub(crate) fn route(&self, path: &str) -> Result<Route, ApiError> {
+        let segs: Vec<String> = path
+            .trim_matches('/')
+            .split('/')
+            .map(|s| percent_decode(s))
+            .collect::<Result<_, _>>()
+            .map_err(|_| ApiError::bad_request("invalid percent-encoding in the request path"))?;
+        let (group, version, rest) = match segs.first().map(String::as_str) {
+            Some("api") if segs.len() >= 3 => ("", segs[1].as_str(), &segs[2..]),
+            Some("apis") if segs.len() >= 4 => (segs[1].as_str(), segs[2].as_str(), &segs[3..]),
+            _ => return Ok(Route::Other),
+        };
+        let (legacy_watch, rest) = match rest.first().map(String::as_str) {
+            Some("watch") => (true, &rest[1..]),
+            _ => (false, rest),
+        };
+        let mut namespace = None;
+        let mut parts = rest;
+        if parts.first().map(String::as_str) == Some("namespaces") && parts.len() >= 3 {
+            let is_ns_sub = parts.len() == 3 && matches!(parts[2].as_str(), "status" | "finalize");
+            if !is_ns_sub {
+                namespace = Some(parts[1].clone());
+                parts = &parts[2..];
+            }
+        }
+        let Some(plural) = parts.first() else {
+            return Ok(Route::Other);
+        };
+        let Some(def) = self.def(group, version, plural) else {
+            return Err(ApiError::path_not_found());
+        };
+        if parts.len() > 3 {
+            return Err(ApiError::path_not_found());
+        }
+        if def.namespaced != namespace.is_some() && !(def.namespaced && parts.len() == 1) {
+            return Err(ApiError::path_not_found());
+        }
+        Ok(Route::Resource(Target {
+            def,
+            namespace,
+            name: parts.get(1).cloned(),
+            sub: parts.get(2).cloned(),
+            legacy_watch,
+        }))
+    }
+
+    /// Serves a resource request.
+    pub(crate) async fn serve_resource(self: &Arc<Self>, req: Req, t: Target) -> Response<Body> {
+        let result = match (&req.method, &t.name, &t.sub) {
+            (&http::Method::GET, None, None)
+                if req.q("watch").is_some_and(|w| w != "false" && w != "0") || t.legacy_watch =>
+            {
+                return crate::watch::serve_watch(self.clone(), req, t).await;
+            }
+            (&http::Method::GET, Some(_), None)
+                if t.legacy_watch || req.q("watch").is_some_and(|w| w != "false" && w != "0") =>
+            {
+                return crate::watch::serve_watch(self.clone(), req, t).await;
+            }
+            (&http::Method::GET, None, None) => self.list(&req, &t),
+            (&http::Method::GET | &http::Method::HEAD, Some(name), sub) => {
+                self.get(&req, &t, name, sub.as_deref())
+            }
+            (&http::Method::POST, None, None) => self.create(&req, &t),
+            (&http::Method::POST, Some(_), Some(_)) => {
+                crate::extra::create_subresource(self, &req, &t)
+            }
+            (&http::Method::PUT, Some(name), sub) => self.update(&req, &t, name, sub.as_deref()),
+            (&http::Method::PATCH, Some(name), sub) => {
+                crate::patch::patch(self, &req, &t, name, sub.as_deref())
+            }
+            (&http::Method::DELETE, Some(name), None) => self.delete(&req, &t, name),
+            (&http::Method::DELETE, None, None) => self.delete_collection(&req, &t),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource"
+            ))),
+        };
+        match result {
+            Ok(r) => r,
+            Err(e) => h::error_response(&e),
+        }
+    }
+
+    fn check_sub(&self, t: &Target, sub: Option<&str>) -> Result<(), ApiError> {
+        match sub {
+            None => Ok(()),
+            Some("status") if t.def.has_status => Ok(()),
+            Some("scale") if t.def.scale.is_some() => Ok(()),
+            Some("finalize") if t.def.group.is_empty() && t.def.plural == "namespaces" => Ok(()),
+            Some(_) => Err(ApiError::path_not_found()),
+        }
+    }
+
+    fn get(
+        &self,
+        req: &Req,
+        t: &Target,
+        name: &str,
+        sub: Option<&str>,
+    ) -> Result<Response<Body>, ApiError> {
+        self.check_sub(t, sub)?;
+        let format = h::negotiate(req, false)?;
+        let obj = self
+            .storage
+            .get(&t.def.storage_key(), t.ns(), name)
+            .ok_or_else(|| ApiError::not_found(&t.def, name))?;
+        if sub == Some("scale") {
+            return Ok(h::encode(
+                StatusCode::OK,
+                &crate::extra::to_scale(&t.def, &obj)?,
+                &format,
+            ));
+        }
+        let obj = self.present(&t.def, &obj);
+        Ok(self.render_one(&t.def, obj, &format, req))
+    }
+
+    /// The object as served in the URL's version.
+    pub(crate) fn present(&self, def: &ResourceDef, obj: &Value) -> Value {
+        let mut v = obj.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("apiVersion".into(), Value::String(def.api_version()));
+            o.insert("kind".into(), Value::String(def.kind.clone()));
+        }
+        if let Some(crd) = &def.crd {
+            crd.apply_defaults(&mut v, &def.version);
+        }
+        v
+    }
+
+    pub(crate) fn render_one(
+        &self,
+        def: &ResourceDef,
+        obj: Value,
+        format: &Format,
+        req: &Req,
+    ) -> Response<Body> {
+        match format {
+            Format::Table => match crate::table::table(def, &[Arc::new(obj)], req, None, None) {
+                Ok(t) => h::encode(StatusCode::OK, &t, &Format::Json),
+                Err(e) => h::error_response(&e),
+            },
+            Format::PartialMeta => h::encode(StatusCode::OK, &partial_meta(&obj), &Format::Json),
+            f => h::encode(StatusCode::OK, &obj, f),
+        }
+    }
+
+    fn parse_list_options(req: &Req) -> Result<ListOptions, ApiError> {
+        let rv = req
+            .q("resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let rv_match = req
+            .q("resourceVersionMatch")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let cont = req
+            .q("continue")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let invalid = |m: &str| {
+            ApiError::invalid_msg(format!("ListOptions.meta.k8s.io \"\" is invalid: {m}"))
+        };
+        if let Some(m) = &rv_match {
+            if rv.is_none() {
+                return Err(invalid(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if cont.is_some() {
+                return Err(invalid(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if m != "Exact" && m != "NotOlderThan" {
+                return Err(invalid(&format!(
+                    "resourceVersionMatch: Unsupported value: \"{m}\": supported values: \"Exact\", \"NotOlderThan\""
+                )));
+            }
+            if m == "Exact" && rv.as_deref() == Some("0") {
+                return Err(invalid(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        let rv_num = match &rv {
+            Some(s) => Some(
+                s.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
+            ),
+            None => None,
+        };
+        let limit = match req.q("limit") {
+            Some(l) if !l.is_empty() => l
+                .parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?
+                .max(0) as usize,
+            _ => 0,
+        };
+        let labels = match req.q("labelSelector") {
+            Some(s) => kubewright_core::LabelSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            None => Default::default(),
+        };
+        let fields_sel = match req.q("fieldSelector") {
+            Some(s) => kubewright_core::FieldSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            None => Default::default(),
+        };
+        Ok(ListOptions {
+            rv: rv_num,
+            rv_match,
+            cont,
+            limit,
+            labels,
+            fields: fields_sel,
+        })
+    }
+
+    fn list(&self, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
+        let format = h::negotiate(req, true)?;
+        if req.q("sendInitialEvents").is_some() {
+            return Err(ApiError::invalid_msg(
+                "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+            ));
+        }
+        let opts = Self::parse_list_options(req)?;
+        crate::filter::check_field_selector(&t.def, &opts.fields)?;
+        let key = t.def.storage_key();
+        let ns = t.namespace.as_deref();
+        // Pagination: the continue token pins the snapshot revision and the last key.
+        let (items, list_rv, start_after) = if let Some(tok) = &opts.cont {
+            let (rv, after) = decode_continue(tok)?;
+            let items = self.storage.list_at(&key, ns, rv).map_err(|_| {
+                ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+            })?;
+            (items, rv, Some(after))
+        } else {
+            match (opts.rv, opts.rv_match.as_deref()) {
+                (Some(rv), Some("Exact")) | (Some(rv), None)
+                    if rv != 0 && (opts.rv_match.is_some() || opts.limit > 0) =>
+                {
+                    let current = self.storage.current_rv();
+                    if rv > current {
+                        return Err(too_large_rv(rv, current));
+                    }
+                    let items = self.storage.list_at(&key, ns, rv).map_err(|_| {
+                        ApiError::expired("The resourceVersion for the provided list is too old.")
+                    })?;
+                    (items, rv, None)
+                }
+                (Some(rv), _) if rv != 0 => {
+                    let (items, current) = self.storage.list(&key, ns);
+                    if rv > current {
+                        return Err(too_large_rv(rv, current));
+                    }
+                    (items, current, None)
+                }
+                _ => {
+                    let (items, current) = self.storage.list(&key, ns);
+                    (items, current, None)
+                }
+            }
+        };
+        let filtering = !opts.labels.is_empty() || !opts.fields.is_empty();
+        let mut selected = Vec::new();
+        let mut next_token = None;
+        let mut remaining = 0usize;
+        for obj in items {
+            let k = object_key(&obj);
+            if let Some(after) = &start_after {
+                if k.as_str() <= after.as_str() {
+                    continue;
+                }
+            }
+            if !crate::filter::matches(&t.def, &obj, &opts.labels, &opts.fields) {
+                continue;
+            }
+            if opts.limit > 0 && selected.len() >= opts.limit {
+                if next_token.is_none() {
+                    next_token = selected
+                        .last()
+                        .map(|o: &Arc<Value>| encode_continue(list_rv, &object_key(o)));
+                }
+                remaining += 1;
+                continue;
+            }
+            selected.push(obj);
+        }
+        let mut list_meta = json!({"resourceVersion": list_rv.to_string()});
+        if let Some(tok) = &next_token {
+            list_meta["continue"] = Value::String(tok.clone());
+            if !filtering {
+                list_meta["remainingItemCount"] = json!(remaining);
+            }
+        }
+        match format {
+            Format::Table => {
+                let table = crate::table::table(&t.def, &selected, req, Some(list_meta), None)?;
+                Ok(h::encode(StatusCode::OK, &table, &Format::Json))
+            }
+            Format::PartialMetaList => {
+                let items: Vec<Value> = selected
+                    .iter()
+                    .map(|o| partial_meta(&self.present(&t.def, o)))
+                    .collect();
+                Ok(h::encode(
+                    StatusCode::OK,
+                    &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items}),
+                    &Format::Json,
+                ))
+            }
+            f => {
+                let items: Vec<Value> = selected.iter().map(|o| self.present(&t.def, o)).collect();
+                let body = json!({
+                    "kind": t.def.list_kind(),
+                    "apiVersion": t.def.api_version(),
+                    "metadata": list_meta,
+                    "items": items,
+                });
+                Ok(h::encode(StatusCode::OK, &body, &f))
+            }
+        }
+    }
+
+    /// Checks write options shared by create, update and patch.
+    pub(crate) fn write_options(req: &Req, apply: bool) -> Result<WriteOptions, ApiError> {
+        let dry_run = match req.q("dryRun") {
+            None | Some("") => false,
+            Some("All") => true,
+            Some(v) => {
+                return Err(ApiError::invalid_msg(format!(
+                    "dryRun: Unsupported value: \"{v}\": supported values: \"All\""
+                )));
+            }
+        };
+        let field_manager = match req.q("fieldManager") {
+            Some(m) if m.chars().count() > 128 => {
+                return Err(ApiError::invalid_msg(
+                    "fieldManager: Too long: may not be more than 128 bytes",
+                ));
+            }
+            Some(m) if m.chars().any(|c| c.is_control()) => {
+                return Err(ApiError::invalid_msg(
+                    "fieldManager: Invalid value: must only contain printable characters",
+                ));
+            }
+            Some(m) if !m.is_empty() => m.to_string(),
+            _ if apply => {
+                return Err(ApiError::invalid_msg(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            }
+            _ => meta::manager_from_user_agent(req.header("user-agent")),
+        };
+        let validation = match req.q("fieldValidation") {
+            None | Some("") => "Warn",
+            Some(v @ ("Ignore" | "Warn" | "Strict")) => v,
+            Some(v) => {
+                return Err(ApiError::invalid_msg(format!(
+                    "fieldValidation: Unsupported value: \"{v}\": supported values: \"Ignore\", \"Warn\", \"Strict\""
+                )));
+            }
+        };
+        Ok(WriteOptions {
+            dry_run,
+            field_manager,
+            validation: validation.to_string(),
+            warnings: vec![],
+            apply: None,
+        })
+    }
+
+    /// Normalises an incoming object (typed round trip for built-ins, schema for CRs),
+    /// applying the field validation directive.
+    pub(crate) fn normalize(
+        &self,
+        def: &ResourceDef,
+        mut obj: Value,
+        wo: &mut WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        let unknown = if let Some(n) = def.normalizer {
+            let normalized = n(&obj).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "{} in version \"{}\" cannot be handled as a {}: {e}",
+                    def.kind, def.version, def.kind
+                ))
+            })?;
+            let unknown = unknown_fields(&obj, &normalized, "");
+            // Keep the caller's representation (e.g. explicit nulls dropped), typed-clean.
+            obj = normalized;
+            unknown
+        } else if let Some(crd) = &def.crd {
+            let (pruned, unknown) = crd.prune(&obj, &def.version);
+            crd.validate(def, &pruned, &def.version)?;
+            obj = pruned;
+            unknown
+        } else {
+            vec![]
+        };
+        if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
+            crate::crd::validate_crd(def, &obj)?;
+        }
+        let _ = name;
+        if !unknown.is_empty() {
+            match wo.validation.as_str() {
+                "Strict" => {
+                    let list = unknown
+                        .iter()
+                        .map(|u| format!("unknown field \"{u}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(ApiError::bad_request(format!(
+                        "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {list}",
+                        def.kind, def.version, def.kind
+                    )));
+                }
+                "Warn" => wo.warnings.extend(
+                    unknown
+                        .into_iter()
+                        .map(|u| format!("unknown field \"{u}\"")),
+                ),
+                _ => {}
+            }
+        }
+        Ok(obj)
+    }
+
+    pub(crate) fn check_namespace(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        if !def.namespaced {
+            return Ok(());
+        }
+        let nsobj = self
+            .storage
+            .get("/namespaces", "", ns)
+            .ok_or_else(|| ApiError::namespace_not_found(ns))?;
+        if nsobj.pointer("/metadata/deletionTimestamp").is_some() {
+            return Err(ApiError::forbidden(
+                def,
+                name,
+                format!(
+                    "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    def.group_resource()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn create(self: &Arc<Self>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
+        if !t.def.verbs.contains(&"create") {
+            return Err(ApiError::method_not_allowed(
+                "create is not supported on this resource",
+            ));
+        }
+        if t.def.normalizer.is_none() && t.def.crd.is_none() {
+            return crate::extra::review(self, req, t);
+        }
+        let mut wo = Self::write_options(req, false)?;
+        let body = h::decode_body(req)?;
+        let mut obj = check_body(&t.def, body, t.namespace.as_deref(), None)?;
+        obj = self.normalize(&t.def, obj, &mut wo)?;
+        let ns = t.ns().to_string();
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        if t.def.namespaced {
+            meta_mut(&mut obj).insert("namespace".into(), Value::String(ns.clone()));
+        }
+        self.check_namespace(&t.def, &ns, &name)?;
+        let stored = self.create_object(&t.def, &ns, obj, &wo.field_manager, wo.dry_run)?;
+        let mut resp = h::encode(
+            StatusCode::CREATED,
+            &self.present(&t.def, &stored),
+            &h::negotiate(req, false).unwrap_or(Format::Json),
+        );
+        add_warnings(&mut resp, &wo.warnings);
+        self.kick.notify_one();
+        Ok(resp)
+    }
+
+    /// Prepares and stores a new object (name generation, server-set metadata).
+    pub(crate) fn create_object(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        obj: Value,
+        manager: &str,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        self.create_object_as(def, ns, obj, manager, dry_run, "Update")
+    }
+
+    /// Like `create_object`, recording `operation` (`Update` or `Apply`) in managedFields.
+    pub(crate) fn create_object_as(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        mut obj: Value,
+        manager: &str,
+        dry_run: bool,
+        operation: &str,
+    ) -> Result<Value, ApiError> {
+        let generate = meta_str(&obj, "generateName").map(str::to_string);
+        let given = meta_str(&obj, "name")
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        if given.is_none() && generate.is_none() {
+            return Err(ApiError::invalid_field(
+                def,
+                "",
+                "metadata.name",
+                "FieldValueRequired",
+                "name or generateName is required",
+            ));
+        }
+        meta::validate_meta(def, &obj)?;
+        {
+            let m = meta_mut(&mut obj);
+            m.insert(
+                "uid".into(),
+                Value::String(uuid::Uuid::new_v4().to_string()),
+            );
+            m.insert("creationTimestamp".into(), Value::String(meta::now_time()));
+            m.insert("generation".into(), json!(1));
+            for f in [
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "managedFields",
+                "selfLink",
+            ] {
+                m.remove(f);
+            }
+        }
+        crate::defaults::on_create(def, &mut obj);
+        let owned = fields::paths_of(&obj);
+        meta::record_managed(
+            &mut obj,
+            manager,
+            operation,
+            &def.api_version(),
+            None,
+            owned,
+            false,
+        );
+        for attempt in 0..8 {
+            let name = match (&given, &generate) {
+                (Some(n), _) => n.clone(),
+                (None, Some(prefix)) => {
+                    let mut p = prefix.clone();
+                    p.truncate(253 - 5);
+                    format!("{p}{}", random_suffix())
+                }
+                (None, None) => unreachable_name(),
+            };
+            if let Err(msg) = meta::validate_name(def, &name) {
+                let field = if given.is_some() {
+                    "metadata.name"
+                } else {
+                    "metadata.generateName"
+                };
+                return Err(ApiError::invalid_field(
+                    def,
+                    &name,
+                    field,
+                    "FieldValueInvalid",
+                    format!("\"{name}\": {msg}"),
+                ));
+            }
+            meta_mut(&mut obj).insert("name".into(), Value::String(name.clone()));
+            if dry_run {
+                if let Some(existing) = self.storage.get(&def.storage_key(), ns, &name) {
+                    return Err(exists_error(def, &name, &existing));
+                }
+                return Ok(obj);
+            }
+            let candidate = obj.clone();
+            let res = self
+                .storage
+                .mutate(&def.storage_key(), ns, &name, |cur, _| match cur {
+                    Some(existing) => Err(exists_error(def, &name, existing)),
+                    None => Ok(Mutation::Put(candidate)),
+                });
+            match res {
+                Ok((Some(stored), _)) => return Ok((*stored).clone()),
+                Ok((None, _)) => return Err(ApiError::internal("object vanished during create")),
+                Err(_) if given.is_none() && attempt < 7 => continue,
+                Err(_) if given.is_none() => {
+                    let mut e = ApiError::already_exists(def, &name);
+                    e.0.message = format!(
+                        "{}, the server was not able to generate a unique name for the object",
+                        e.0.message
+                    );
+                    if let Some(d) = e.0.details.as_mut() {
+                        d.retry_after_seconds = 1;
+                    }
+                    e.1 = Some(1);
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ApiError::internal("name generation failed"))
+    }
+
+    fn update(
+        self: &Arc<Self>,
+        req: &Req,
+        t: &Target,
+        name: &str,
+        sub: Option<&str>,
+    ) -> Result<Response<Body>, ApiError> {
+        self.check_sub(t, sub)?;
+        let mut wo = Self::write_options(req, false)?;
+        let body = h::decode_body(req)?;
+        if sub == Some("scale") {
+            return crate::extra::update_scale(self, req, t, name, body, &wo);
+        }
+        let obj = check_body(&t.def, body, t.namespace.as_deref(), Some(name))?;
+        let obj = self.normalize(&t.def, obj, &mut wo)?;
+        let (status, stored) = self.update_object(&t.def, t.ns(), name, sub, obj, &wo, true)?;
+        let mut resp = h::encode(
+            status,
+            &self.present(&t.def, &stored),
+            &h::negotiate(req, false).unwrap_or(Format::Json),
+        );
+        add_warnings(&mut resp, &wo.warnings);
+        self.kick.notify_one();
+        Ok(resp)
+    }
+
+    /// The update path shared by PUT and PATCH. `require_rv` is false for patches (a
+    /// missing resourceVersion means "latest").
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn update_object(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        sub: Option<&str>,
+        mut obj: Value,
+        wo: &WriteOptions,
+        is_put: bool,
+    ) -> Result<(StatusCode, Value), ApiError> {
+        meta::validate_meta(def, &obj)?;
+        let key = def.storage_key();
+        if self.storage.get(&key, ns, name).is_none() {
+            if is_put && def.create_on_update && sub.is_none() {
+                self.check_namespace(def, ns, name)?;
+                let stored = self.create_object(def, ns, obj, &wo.field_manager, wo.dry_run)?;
+                return Ok((StatusCode::CREATED, stored));
+            }
+            return Err(ApiError::not_found(def, name));
+        }
+        let body_rv = meta_str(&obj, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        if is_put && body_rv.is_none() && !def.builtin {
+            return Err(ApiError::invalid_field(
+                def,
+                name,
+                "metadata.resourceVersion",
+                "FieldValueInvalid",
+                "0x0: must be specified for an update",
+            ));
+        }
+        let mut result: Option<(StatusCode, Value)> = None;
+        let outcome = self.storage.mutate(&key, ns, name, |cur, _next| {
+            let Some(cur) = cur else { return Err(ApiError::not_found(def, name)) };
+            if let Some(rv) = &body_rv {
+                if meta_str(cur, "resourceVersion") != Some(rv.as_str()) {
+                    return Err(ApiError::optimistic_lock(def, name));
+                }
+            }
+            if let Some(uid) = meta_str(&obj, "uid").filter(|u| !u.is_empty()) {
+                if Some(uid) != meta_str(cur, "uid") {
+                    return Err(ApiError::conflict(
+                        def,
+                        name,
+                        &format!("Precondition failed: UID in precondition: {}, UID in object meta: {uid}", meta_str(cur, "uid").unwrap_or("")),
+                    ));
+                }
+            }
+            let mut next = merge_for_write(def, cur, &mut obj, sub);
+            // Finalizers may not be added while deleting.
+            if cur.pointer("/metadata/deletionTimestamp").is_some() {
+                let old: Vec<&Value> = cur.pointer("/metadata/finalizers").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+                let added = next
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|f| !old.contains(&f)));
+                if added {
+                    return Err(ApiError::invalid_field(def, name, "metadata.finalizers", "FieldValueForbidden", "no new finalizers can be added if the object is being deleted"));
+                }
+            }
+            if meta::spec_changed(def, cur, &next) && sub != Some("status") {
+                let g = cur.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+                meta_mut(&mut next).insert("generation".into(), json!(g + 1));
+            }
+            match &wo.apply {
+                Some((paths, force)) => {
+                    meta::record_managed(&mut next, &wo.field_manager, "Apply", &def.api_version(), sub, paths.clone(), *force);
+                }
+                None => {
+                    let changed = fields::changed_paths(Some(cur), &next);
+                    meta::record_managed(&mut next, &wo.field_manager, "Update", &def.api_version(), sub, changed, true);
+                }
+            }
+            if meta::semantically_equal(cur, &next) {
+                result = Some((StatusCode::OK, (**cur).clone()));
+                return Ok(Mutation::Keep);
+            }
+            if wo.dry_run {
+                result = Some((StatusCode::OK, next));
+                return Ok(Mutation::Keep);
+            }
+            let finalizers_empty = next.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
+            if next.pointer("/metadata/deletionTimestamp").is_some() && finalizers_empty {
+                result = Some((StatusCode::OK, next));
+                return Ok(Mutation::Delete);
+            }
+            Ok(Mutation::Put(next))
+        })?;
+        match outcome {
+            (Some(stored), Some(_)) => Ok((StatusCode::OK, (*stored).clone())),
+            _ => result.ok_or_else(|| ApiError::internal("update produced no result")),
+        }
+    }
+
+    fn delete(
+        self: &Arc<Self>,
+        req: &Req,
+        t: &Target,
+        name: &str,
+    ) -> Result<Response<Body>, ApiError> {
+        let opts = crate::delete::DeleteOptions::parse(req)?;
+        let r = crate::delete::delete_one(self, &t.def, t.ns(), name, &opts)?;
+        self.kick.notify_one();
+        Ok(r)
+    }
+
+    fn delete_collection(
+        self: &Arc<Self>,
+        req: &Req,
+        t: &Target,
+    ) -> Result<Response<Body>, ApiError> {
+        let opts = crate::delete::DeleteOptions::parse(req)?;
+        let lo = Self::parse_list_options(req)?;
+        crate::filter::check_field_selector(&t.def, &lo.fields)?;
+        let (items, rv) = self
+            .storage
+            .list(&t.def.storage_key(), t.namespace.as_deref());
+        let mut deleted = Vec::new();
+        for obj in items {
+            if !crate::filter::matches(&t.def, &obj, &lo.labels, &lo.fields) {
+                continue;
+            }
+            let ns = meta_str(&obj, "namespace").unwrap_or("").to_string();
+            let name = meta_str(&obj, "name").unwrap_or("").to_string();
+            match crate::delete::delete_obj(self, &t.def, &ns, &name, &opts) {
+                Ok((_, v)) => deleted.push(self.present(&t.def, &v)),
+                Err(e) if e.code() == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.kick.notify_one();
+        Ok(h::encode(
+            StatusCode::OK,
+            &json!({"kind": t.def.list_kind(), "apiVersion": t.def.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": deleted}),
+            &Format::Json,
+        ))
+    }
+}
+
+/// Options common to writes.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// dryRun=All.
+    pub dry_run: bool,
+    /// The manager recorded in managedFields.
+    pub field_manager: String,
+    /// Ignore, Warn or Strict.
+    pub validation: String,
+    /// Warnings to return.
+    pub warnings: Vec<String>,
+    /// Server-side apply: the applied field set and whether conflicts were forced.
+    pub apply: Option<(std::collections::BTreeSet<fields::Path>, bool)>,
+}
+
+/// Parsed list options.
+pub(crate) struct ListOptions {
+    pub rv: Option<u64>,
+    pub rv_match: Option<String>,
+    pub cont: Option<String>,
+    pub limit: usize,
+    pub labels: kubewright_core::LabelSelector,
+    pub fields: kubewright_core::FieldSelector,
+}
+
+/// Merges an incoming object with the stored one for a write to the main resource or a
+/// subresource (status split, immutable metadata).
+pub(crate) fn merge_for_write(
+    def: &ResourceDef,
+    cur: &Value,
+    obj: &mut Value,
+    sub: Option<&str>,
+) -> Value {
+    let mut next = if sub == Some("status") {
+        // Only .status comes from the request.
+        let mut n = cur.clone();
+        match obj.get("status") {
+            Some(s) => n["status"] = s.clone(),
+            None => {
+                if let Some(o) = n.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        n
+    } else {
+        let mut n = obj.clone();
+        if def.has_status
+            && !(def.group.is_empty() && def.plural == "namespaces" && sub == Some("finalize"))
+        {
+            match cur.get("status") {
+                Some(s) => n["status"] = s.clone(),
+                None => {
+                    if let Some(o) = n.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+        }
+        if sub == Some("finalize") {
+            // Only spec.finalizers may change through /finalize.
+            let fins = obj.pointer("/spec/finalizers").cloned();
+            n = cur.clone();
+            match fins {
+                Some(f) => n["spec"]["finalizers"] = f,
+                None => {
+                    if let Some(spec) = n.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("finalizers");
+                    }
+                }
+            }
+        }
+        n
+    };
+    // Server-owned metadata always comes from storage.
+    let keep = [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "name",
+        "namespace",
+        "resourceVersion",
+        "managedFields",
+    ];
+    let cur_meta = cur.get("metadata").cloned().unwrap_or(json!({}));
+    let m = meta_mut(&mut next);
+    for k in keep {
+        match cur_meta.get(k) {
+            Some(v) => {
+                m.insert(k.into(), v.clone());
+            }
+            None => {
+                m.remove(k);
+            }
+        }
+    }
+    if let Some(o) = next.as_object_mut() {
+        o.insert("apiVersion".into(), Value::String(def.api_version()));
+        o.insert("kind".into(), Value::String(def.kind.clone()));
+    }
+    next
+}
+
+/// Validates kind/apiVersion/name/namespace of a request body against the URL.
+pub(crate) fn check_body(
+    def: &ResourceDef,
+    body: Value,
+    url_ns: Option<&str>,
+    url_name: Option<&str>,
+) -> Result<Value, ApiError> {
+    let mut obj = body;
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
+        if !kind.is_empty() && kind != def.kind {
+            return Err(ApiError::bad_request(format!(
+                "the kind of the provided object ({kind}) does not match the kind of the requested resource ({})",
+                def.kind
+            )));
+        }
+    }
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
+        let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+        if !av.is_empty() && group != def.group {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                def.api_version()
+            )));
+        }
+    }
+    if !obj.get("metadata").is_none_or(Value::is_object) {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    let body_ns = meta_str(&obj, "namespace")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if def.namespaced {
+        if let (Some(b), Some(u)) = (&body_ns, url_ns) {
+            if b != u {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+    } else if body_ns.is_some() {
+        meta_mut(&mut obj).remove("namespace");
+    }
+    if let Some(url_name) = url_name {
+        match meta_str(&obj, "name") {
+            Some(n) if !n.is_empty() && n != url_name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({url_name})"
+                )));
+            }
+            _ => {
+                meta_mut(&mut obj).insert("name".into(), Value::String(url_name.to_string()));
+            }
+        }
+    }
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("apiVersion".into(), Value::String(def.api_version()));
+        o.insert("kind".into(), Value::String(def.kind.clone()));
+    }
+    Ok(obj)
+}
+
+fn exists_error(def: &ResourceDef, name: &str, existing: &Value) -> ApiError {
+    let mut e = ApiError::already_exists(def, name);
+    if existing.pointer("/metadata/deletionTimestamp").is_some() {
+        e.0.message = format!("object is being deleted: {}", e.0.message);
+    }
+    e
+}
+
+#[allow(clippy::panic)]
+fn unreachable_name() -> String {
+    // Checked above: a name or a generateName is always present here.
+    panic!("neither name nor generateName")
+}
+
+fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Fields present in `input` but not in the normalised object, as dotted paths.
+fn unknown_fields(input: &Value, normalized: &Value, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    match (input, normalized) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match b.get(k) {
+                    None if !v.is_null()
+                        && !(prefix.is_empty() && (k == "apiVersion" || k == "kind"))
+                        && !(prefix == "metadata"
+                            && v.as_object().is_some_and(|o| o.is_empty())) =>
+                    {
+                        if !is_empty_value(v) {
+                            out.push(path);
+                        }
+                    }
+                    Some(bv) => out.extend(unknown_fields(v, bv, &path)),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+                out.extend(unknown_fields(x, y, &format!("{prefix}[{i}]")));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
+}
+
+/// `namespace/name` sort key used by pagination.
+pub(crate) fn object_key(obj: &Value) -> String {
+    format!(
+        "{}/{}",
+        meta_str(obj, "namespace").unwrap_or(""),
+        meta_str(obj, "name").unwrap_or("")
+    )
+}
+
+fn encode_continue(rv: u64, key: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).to_string())
+}
+
+fn decode_continue(tok: &str) -> Result<(u64, String), ApiError> {
+    use base64::Engine;
+    let bad = |why: &str| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(tok.trim_end_matches('='))
+        .map_err(|_| bad("not base64"))?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad("not JSON"))?;
+    let rv = v
+        .get("rv")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("missing resource version"))?;
+    let start = v
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("missing start key"))?;
+    Ok((rv, start.to_string()))
+}
+
+fn too_large_rv(rv: u64, current: u64) -> ApiError {
+    let mut e = ApiError::timeout(
+        format!("Too large resource version: {rv}, current: {current}"),
+        1,
+    );
+    if let Some(d) = e.0.details.as_mut() {
+        d.causes.push(kubewright_core::StatusCause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        });
+    }
+    e
+}
+
+/// `PartialObjectMetadata` view of an object.
+pub(crate) fn partial_meta(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
+pub(crate) fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace('"', "\\\""));
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            resp.headers_mut().append("warning", v);
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, ()> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).ok_or(())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ())
+}

@@ -1,0 +1,369 @@
+//! The controllers a test expects from a real cluster: CRD establishment and cleanup,
+//! namespace lifecycle (content deletion, finalize, default ServiceAccount) and the
+//! garbage collector (background, foreground and orphan propagation).
+
+use crate::api::ApiServer;
+use crate::delete::{DeleteOptions, delete_obj};
+use crate::meta::{meta_mut, meta_str};
+use crate::registry::ResourceDef;
+use crate::storage::Mutation;
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
+const CRD_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// Runs the controllers until cancelled.
+pub async fn run(srv: Arc<ApiServer>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = srv.kick.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.cancelled() => return,
+        }
+        // Debounce bursts of writes.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // Repeat while a pass changed something (e.g. dependents orphaned, then the
+        // owner's finalizer removed), bounded.
+        for _ in 0..8 {
+            let before = srv.storage.current_rv();
+            reconcile_all(&srv);
+            if srv.storage.current_rv() == before {
+                break;
+            }
+        }
+    }
+}
+
+/// One pass of every controller.
+pub fn reconcile_all(srv: &Arc<ApiServer>) {
+    crds(srv);
+    namespaces(srv);
+    gc(srv);
+}
+
+fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {
+    let reg = srv.registry.read().unwrap_or_else(|e| e.into_inner());
+    let mut best: Option<Arc<ResourceDef>> = None;
+    for d in reg.all() {
+        if d.storage_key() == key {
+            match &best {
+                Some(b)
+                    if crate::registry::version_priority(&b.version)
+                        >= crate::registry::version_priority(&d.version) => {}
+                _ => best = Some(d.clone()),
+            }
+        }
+    }
+    best
+}
+
+fn remove_finalizer(srv: &ApiServer, key: &str, ns: &str, name: &str, fin: &str) {
+    let _ = srv.storage.mutate::<()>(key, ns, name, |cur, _| {
+        let Some(cur) = cur else {
+            return Ok(Mutation::Keep);
+        };
+        let mut next = (**cur).clone();
+        let fins: Vec<Value> = next
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !fins.iter().any(|f| f == fin) {
+            return Ok(Mutation::Keep);
+        }
+        let left: Vec<Value> = fins.into_iter().filter(|f| f != fin).collect();
+        let deleting = next.pointer("/metadata/deletionTimestamp").is_some();
+        if left.is_empty() && deleting {
+            return Ok(Mutation::Delete);
+        }
+        let m = meta_mut(&mut next);
+        if left.is_empty() {
+            m.remove("finalizers");
+        } else {
+            m.insert("finalizers".into(), Value::Array(left));
+        }
+        Ok(Mutation::Put(next))
+    });
+}
+
+fn crds(srv: &Arc<ApiServer>) {
+    let (items, _) = srv.storage.list(CRD_KEY, None);
+    for crd in items {
+        let name = meta_str(&crd, "name").unwrap_or("").to_string();
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let plural = crd
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if crd.pointer("/metadata/deletionTimestamp").is_some() {
+            srv.registry
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove_group_resource(&group, &plural);
+            let key = format!("{group}/{plural}");
+            for obj in srv.storage.list(&key, None).0 {
+                let ns = meta_str(&obj, "namespace").unwrap_or("").to_string();
+                let n = meta_str(&obj, "name").unwrap_or("").to_string();
+                let _ = srv
+                    .storage
+                    .mutate::<()>(&key, &ns, &n, |_, _| Ok(Mutation::Delete));
+            }
+            remove_finalizer(srv, CRD_KEY, "", &name, CRD_FINALIZER);
+            continue;
+        }
+        let established = crd
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.get("type") == Some(&json!("Established"))
+                        && c.get("status") == Some(&json!("True"))
+                })
+            });
+        // (Re)register on every pass so spec changes (versions, columns) take effect.
+        let defs = crate::crd::defs_from_crd(&crd);
+        {
+            let mut reg = srv.registry.write().unwrap_or_else(|e| e.into_inner());
+            reg.remove_group_resource(&group, &plural);
+            for d in defs {
+                reg.insert(d);
+            }
+        }
+        let wanted = crate::crd::established_status(&crd);
+        let stored_versions_changed =
+            crd.pointer("/status/storedVersions") != wanted.get("storedVersions");
+        if !established || stored_versions_changed {
+            let _ = srv.storage.mutate::<()>(CRD_KEY, "", &name, |cur, _| {
+                let Some(cur) = cur else {
+                    return Ok(Mutation::Keep);
+                };
+                let mut next = (**cur).clone();
+                next["status"] = crate::crd::established_status(&next);
+                Ok(Mutation::Put(next))
+            });
+        }
+    }
+}
+
+fn namespaces(srv: &Arc<ApiServer>) {
+    let (items, _) = srv.storage.list("/namespaces", None);
+    let Some(sa_def) = srv.def("", "v1", "serviceaccounts") else {
+        return;
+    };
+    let Some(cm_def) = srv.def("", "v1", "configmaps") else {
+        return;
+    };
+    for ns in items {
+        let name = meta_str(&ns, "name").unwrap_or("").to_string();
+        if ns.pointer("/metadata/deletionTimestamp").is_none() {
+            if srv
+                .storage
+                .get("/serviceaccounts", &name, "default")
+                .is_none()
+            {
+                let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}});
+                let _ = srv.create_object(&sa_def, &name, sa, "kube-controller-manager", false);
+            }
+            if srv
+                .storage
+                .get("/configmaps", &name, "kube-root-ca.crt")
+                .is_none()
+            {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": name},
+                    "data": {"ca.crt": "kubewright embedded server: no cluster CA"}});
+                let _ = srv.create_object(&cm_def, &name, cm, "kube-controller-manager", false);
+            }
+            continue;
+        }
+        // Terminating: delete the content, then finalize.
+        let mut remaining = 0usize;
+        for key in srv.storage.resources_in_namespace(&name) {
+            let Some(def) = def_for_key(srv, &key) else {
+                continue;
+            };
+            for obj in srv.storage.list(&key, Some(&name)).0 {
+                remaining += 1;
+                if obj.pointer("/metadata/deletionTimestamp").is_none() {
+                    let n = meta_str(&obj, "name").unwrap_or("").to_string();
+                    let _ = delete_obj(srv, &def, &name, &n, &DeleteOptions::default());
+                }
+            }
+        }
+        let left = srv
+            .storage
+            .resources_in_namespace(&name)
+            .iter()
+            .map(|k| srv.storage.list(k, Some(&name)).0.len())
+            .sum::<usize>();
+        if remaining > 0 && left > 0 {
+            continue;
+        }
+        let _ = srv
+            .storage
+            .mutate::<()>("/namespaces", "", &name, |cur, _| {
+                let Some(cur) = cur else {
+                    return Ok(Mutation::Keep);
+                };
+                let meta_fins = cur
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty());
+                if meta_fins {
+                    let mut next = (**cur).clone();
+                    if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.insert("finalizers".into(), json!([]));
+                    }
+                    return Ok(if &next == &**cur {
+                        Mutation::Keep
+                    } else {
+                        Mutation::Put(next)
+                    });
+                }
+                Ok(Mutation::Delete)
+            });
+    }
+}
+
+struct Owner {
+    key: String,
+    namespace: String,
+    name: String,
+    deleting: bool,
+    finalizers: Vec<String>,
+    namespaced: bool,
+}
+
+fn gc(srv: &Arc<ApiServer>) {
+    let all = srv.storage.all_objects();
+    let mut owners: HashMap<String, Owner> = HashMap::new();
+    for (key, obj) in &all {
+        if let Some(uid) = meta_str(obj, "uid") {
+            owners.insert(
+                uid.to_string(),
+                Owner {
+                    key: key.clone(),
+                    namespace: meta_str(obj, "namespace").unwrap_or("").to_string(),
+                    name: meta_str(obj, "name").unwrap_or("").to_string(),
+                    deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
+                    finalizers: obj
+                        .pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|f| f.as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    namespaced: meta_str(obj, "namespace").is_some_and(|n| !n.is_empty()),
+                },
+            );
+        }
+    }
+    let mut blocked_owners: HashSet<String> = HashSet::new();
+    let mut orphaned_owners: HashSet<String> = HashSet::new();
+    for (key, obj) in &all {
+        let Some(refs) = obj
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        if refs.is_empty() {
+            continue;
+        }
+        let ns = meta_str(obj, "namespace").unwrap_or("").to_string();
+        let name = meta_str(obj, "name").unwrap_or("").to_string();
+        let mut live = 0;
+        let mut delete_me = false;
+        let mut strip: Vec<String> = Vec::new();
+        for r in refs {
+            let uid = r.get("uid").and_then(Value::as_str).unwrap_or("");
+            // An owner must be cluster-scoped or in the dependent's namespace.
+            match owners
+                .get(uid)
+                .filter(|o| !o.namespaced || o.namespace == ns)
+            {
+                None => {}
+                Some(o) => {
+                    live += 1;
+                    if o.deleting && o.finalizers.iter().any(|f| f == "foregroundDeletion") {
+                        delete_me = true;
+                        if r.get("blockOwnerDeletion") == Some(&json!(true)) {
+                            blocked_owners.insert(uid.to_string());
+                        }
+                    }
+                    if o.deleting && o.finalizers.iter().any(|f| f == "orphan") {
+                        strip.push(uid.to_string());
+                        orphaned_owners.insert(uid.to_string());
+                    }
+                }
+            }
+        }
+        if !strip.is_empty() {
+            let _ = srv.storage.mutate::<()>(key, &ns, &name, |cur, _| {
+                let Some(cur) = cur else {
+                    return Ok(Mutation::Keep);
+                };
+                let mut next = (**cur).clone();
+                if let Some(Value::Array(rs)) = next.pointer_mut("/metadata/ownerReferences") {
+                    rs.retain(|r| {
+                        !strip
+                            .iter()
+                            .any(|u| r.get("uid").and_then(Value::as_str) == Some(u))
+                    });
+                }
+                if next
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.is_empty())
+                {
+                    meta_mut(&mut next).remove("ownerReferences");
+                }
+                Ok(Mutation::Put(next))
+            });
+            continue;
+        }
+        if (live == 0 || delete_me) && obj.pointer("/metadata/deletionTimestamp").is_none() {
+            if let Some(def) = def_for_key(srv, key) {
+                let policy = if delete_me {
+                    Some("Foreground".to_string())
+                } else {
+                    None
+                };
+                let _ = delete_obj(
+                    srv,
+                    &def,
+                    &ns,
+                    &name,
+                    &DeleteOptions {
+                        propagation: policy,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+    }
+    for (uid, o) in &owners {
+        if o.deleting
+            && o.finalizers.iter().any(|f| f == "foregroundDeletion")
+            && !blocked_owners.contains(uid)
+        {
+            remove_finalizer(srv, &o.key, &o.namespace, &o.name, "foregroundDeletion");
+        }
+        if o.deleting
+            && o.finalizers.iter().any(|f| f == "orphan")
+            && !orphaned_owners.contains(uid)
+        {
+            remove_finalizer(srv, &o.key, &o.namespace, &o.name, "orphan");
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Subresources and non-stored APIs: `/scale`, access reviews, create-only subresources.
+
+use crate::api::{ApiServer, Target, WriteOptions};
+use crate::error::ApiError;
+use crate::http::{self as h, Body, Format, Req};
+use crate::meta::meta_str;
+use crate::registry::ResourceDef;
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+fn ptr(path: &str) -> String {
+    format!("/{}", path.trim_start_matches('.').replace('.', "/"))
+}
+
+/// The `autoscaling/v1 Scale` view of an object.
+pub fn to_scale(def: &ResourceDef, obj: &Value) -> Result<Value, ApiError> {
+    let Some(sp) = &def.scale else {
+        return Err(ApiError::path_not_found());
+    };
+    let spec = obj.pointer(&ptr(&sp.spec_replicas)).and_then(Value::as_i64);
+    let Some(spec) = spec.or(if def.builtin { Some(1) } else { None }) else {
+        return Err(ApiError::bad_request(format!(
+            "the spec replicas field {:?} does not exist",
+            sp.spec_replicas
+        )));
+    };
+    let status = obj
+        .pointer(&ptr(&sp.status_replicas))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let selector = if def.builtin {
+        // Built-ins keep their selector in spec.selector.
+        match obj.pointer("/spec/selector") {
+            Some(v) if v.get("matchLabels").is_some() || v.get("matchExpressions").is_some() => {
+                let sel: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+                    serde_json::from_value(v.clone()).unwrap_or_default();
+                kubewright_core::LabelSelector::from_k8s(&sel)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default()
+            }
+            // ReplicationControllers use a plain map.
+            Some(Value::Object(m)) => {
+                let mut parts: Vec<String> = m
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect();
+                parts.sort();
+                parts.join(",")
+            }
+            _ => String::new(),
+        }
+    } else {
+        sp.label_selector
+            .as_ref()
+            .and_then(|p| obj.pointer(&ptr(p)))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut meta = json!({
+        "name": meta_str(obj, "name"),
+        "uid": meta_str(obj, "uid"),
+        "resourceVersion": meta_str(obj, "resourceVersion"),
+        "creationTimestamp": meta_str(obj, "creationTimestamp"),
+    });
+    if let Some(ns) = meta_str(obj, "namespace") {
+        meta["namespace"] = json!(ns);
+    }
+    Ok(json!({
+        "kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
+        "spec": {"replicas": spec}, "status": {"replicas": status, "selector": selector},
+    }))
+}
+
+fn set_ptr(obj: &mut Value, p: &str, v: Value) {
+    let parts: Vec<String> = p
+        .trim_start_matches('.')
+        .split('.')
+        .map(str::to_string)
+        .collect();
+    let mut cur = obj;
+    for (i, part) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(m) = cur.as_object_mut() else { return };
+        if i + 1 == parts.len() {
+            m.insert(part.clone(), v);
+            return;
+        }
+        cur = m.entry(part.clone()).or_insert_with(|| json!({}));
+    }
+}
+
+/// PUT (or patched) Scale: writes spec replicas into the object.
+pub fn update_scale(
+    srv: &Arc<ApiServer>,
+    req: &Req,
+    t: &Target,
+    name: &str,
+    body: Value,
+    wo: &WriteOptions,
+) -> Result<Response<Body>, ApiError> {
+    let stored = apply_scale(srv, t, name, &body, wo)?;
+    Ok(h::encode(
+        StatusCode::OK,
+        &to_scale(&t.def, &stored)?,
+        &h::negotiate(req, false).unwrap_or(Format::Json),
+    ))
+}
+
+/// Applies a Scale body to the underlying object and returns the stored object.
+pub fn apply_scale(
+    srv: &Arc<ApiServer>,
+    t: &Target,
+    name: &str,
+    body: &Value,
+    wo: &WriteOptions,
+) -> Result<Value, ApiError> {
+    let Some(sp) = &t.def.scale else {
+        return Err(ApiError::path_not_found());
+    };
+    let replicas = body
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| {
+            ApiError::invalid_field(
+                &t.def,
+                name,
+                "spec.replicas",
+                "FieldValueRequired",
+                "replicas is required",
+            )
+        })?;
+    if replicas < 0 {
+        return Err(ApiError::invalid_field(
+            &t.def,
+            name,
+            "spec.replicas",
+            "FieldValueInvalid",
+            format!("{replicas}: must be greater than or equal to 0"),
+        ));
+    }
+    let cur = srv
+        .storage
+        .get(
+            &t.def.storage_key(),
+            t.namespace.as_deref().unwrap_or(""),
+            name,
+        )
+        .ok_or_else(|| ApiError::not_found(&t.def, name))?;
+    let mut next = (*cur).clone();
+    if let Some(rv) = body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        next["metadata"]["resourceVersion"] = json!(rv);
+    }
+    set_ptr(&mut next, &sp.spec_replicas, json!(replicas));
+    let (_, stored) = srv.update_object(
+        &t.def,
+        t.namespace.as_deref().unwrap_or(""),
+        name,
+        None,
+        next,
+        wo,
+        false,
+    )?;
+    srv.kick.notify_one();
+    Ok(stored)
+}
+
+/// Access reviews: allow-all authorization, answered without storing anything.
+pub fn review(_srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
+    let mut body = h::decode_body(req)?;
+    let status = match t.def.kind.as_str() {
+        "SelfSubjectAccessReview" => {
+            json!({"allowed": true, "reason": "kubewright embedded server: all requests are allowed"})
+        }
+        "SelfSubjectRulesReview" => json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        }),
+        "SelfSubjectReview" => {
+            json!({"userInfo": {"username": "kubewright-admin", "groups": ["system:masters", "system:authenticated"]}})
+        }
+        _ => return Err(ApiError::method_not_allowed("not supported")),
+    };
+    body["status"] = status;
+    body["apiVersion"] = json!(t.def.api_version());
+    body["kind"] = json!(t.def.kind);
+    if body.get("metadata").is_none() {
+        body["metadata"] = json!({});
+    }
+    Ok(h::encode(StatusCode::CREATED, &body, &Format::Json))
+}
+
+/// POST to an object's subresource (`pods/eviction`, `pods/binding`, `serviceaccounts/token`).
+pub fn create_subresource(
+    srv: &Arc<ApiServer>,
+    req: &Req,
+    t: &Target,
+) -> Result<Response<Body>, ApiError> {
+    let (Some(name), Some(sub)) = (t.name.as_deref(), t.sub.as_deref()) else {
+        return Err(ApiError::path_not_found());
+    };
+    let ns = t.namespace.as_deref().unwrap_or("");
+    match (t.def.group.as_str(), t.def.plural.as_str(), sub) {
+        ("", "pods", "eviction") => {
+            let opts = crate::delete::DeleteOptions::default();
+            crate::delete::delete_obj(srv, &t.def, ns, name, &opts)?;
+            Ok(h::encode(
+                StatusCode::CREATED,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                &Format::Json,
+            ))
+        }
+        ("", "pods", "binding") => {
+            let body = h::decode_body(req)?;
+            let node = body
+                .pointer("/target/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let cur = srv
+                .storage
+                .get(&t.def.storage_key(), ns, name)
+                .ok_or_else(|| ApiError::not_found(&t.def, name))?;
+            let mut next = (*cur).clone();
+            next["spec"]["nodeName"] = json!(node);
+            let wo = ApiServer::write_options(req, false)?;
+            srv.update_object(&t.def, ns, name, None, next, &wo, false)?;
+            Ok(h::encode(
+                StatusCode::CREATED,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                &Format::Json,
+            ))
+        }
+        ("", "serviceaccounts", "token") => {
+            srv.storage
+                .get(&t.def.storage_key(), ns, name)
+                .ok_or_else(|| ApiError::not_found(&t.def, name))?;
+            let mut body = h::decode_body(req).unwrap_or_else(|_| json!({}));
+            let secs = body
+                .pointer("/spec/expirationSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(3600);
+            let exp = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::from_secs(secs))
+                .unwrap_or_else(|_| jiff::Timestamp::now());
+            body["kind"] = json!("TokenRequest");
+            body["apiVersion"] = json!("authentication.k8s.io/v1");
+            body["status"] = json!({
+                "token": format!("kw-sa-{ns}-{name}-{}", uuid::Uuid::new_v4().simple()),
+                "expirationTimestamp": exp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            });
+            Ok(h::encode(StatusCode::CREATED, &body, &Format::Json))
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}

@@ -1,0 +1,118 @@
+//! Label and field selector matching on stored objects.
+
+use crate::error::ApiError;
+use crate::registry::ResourceDef;
+use kubewright_core::{FieldSelector, LabelSelector};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Field selectors supported per resource (beyond metadata.name and metadata.namespace).
+fn extra_fields(def: &ResourceDef) -> &'static [&'static str] {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "nodes") => &["spec.unschedulable"],
+        ("", "replicationcontrollers") => &["status.replicas"],
+        ("apps", "replicasets") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
+        _ => &[],
+    }
+}
+
+/// Rejects field selectors on unsupported fields (400).
+pub fn check_field_selector(def: &ResourceDef, sel: &FieldSelector) -> Result<(), ApiError> {
+    let crd_fields: Vec<String> = def
+        .crd
+        .as_ref()
+        .map(|c| c.selectable_fields(&def.version))
+        .unwrap_or_default();
+    for r in &sel.requirements {
+        let f = r.field.as_str();
+        if f == "metadata.name"
+            || f == "metadata.namespace"
+            || extra_fields(def).contains(&f)
+            || crd_fields.iter().any(|c| c == f)
+        {
+            continue;
+        }
+        return Err(ApiError::bad_request(format!(
+            "\"{f}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )));
+    }
+    Ok(())
+}
+
+/// Reads a dotted field path as the string the API server compares.
+pub fn field_value(def: &ResourceDef, obj: &Value, field: &str) -> Option<String> {
+    if def.group.is_empty() && def.plural == "events" && field == "source" {
+        return obj
+            .pointer("/source/component")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    let ptr = format!("/{}", field.replace('.', "/"));
+    match obj.pointer(&ptr)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Labels of an object.
+pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether an object matches both selectors.
+pub fn matches(
+    def: &ResourceDef,
+    obj: &Value,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> bool {
+    (labels.is_empty() || labels.matches(&labels_of(obj)))
+        && (fields.is_empty()
+            || fields.matches(|f| {
+                let v = field_value(def, obj, f);
+                // Booleans and numbers default like the API server's field sets.
+                v.or_else(|| {
+                    if f == "spec.hostNetwork" || f == "spec.unschedulable" {
+                        Some("false".into())
+                    } else {
+                        None
+                    }
+                })
+            }))
+}

@@ -1,0 +1,232 @@
+//! HTTP plumbing: request view, content negotiation, response builders.
+
+use crate::error::ApiError;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The response body type.
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// A fully read request.
+#[derive(Debug)]
+pub struct Req {
+    /// Method.
+    pub method: http::Method,
+    /// Path, percent-decoded per segment later.
+    pub path: String,
+    /// Query parameters (last value wins) .
+    pub query: HashMap<String, String>,
+    /// Every query pair, in order (for repeated parameters).
+    pub query_all: Vec<(String, String)>,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body.
+    pub body: Bytes,
+}
+
+impl Req {
+    /// A query parameter.
+    pub fn q(&self, k: &str) -> Option<&str> {
+        self.query.get(k).map(String::as_str)
+    }
+    /// A header as text.
+    pub fn header(&self, k: &str) -> Option<&str> {
+        self.headers.get(k).and_then(|v| v.to_str().ok())
+    }
+    /// The boolean value of a query parameter (`true`/`1`).
+    pub fn q_bool(&self, k: &str) -> bool {
+        matches!(self.q(k), Some("true" | "1"))
+    }
+}
+
+/// What representation the client asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Plain JSON.
+    Json,
+    /// YAML.
+    Yaml,
+    /// `meta.k8s.io/v1 Table`.
+    Table,
+    /// `PartialObjectMetadata` (single object or watch events).
+    PartialMeta,
+    /// `PartialObjectMetadataList`.
+    PartialMetaList,
+    /// Aggregated discovery `APIGroupDiscoveryList` (with the version named).
+    Discovery(&'static str),
+}
+
+struct MediaRange {
+    essence: String,
+    params: HashMap<String, String>,
+}
+
+fn parse_accept(accept: &str) -> Vec<MediaRange> {
+    accept
+        .split(',')
+        .filter_map(|part| {
+            let mut it = part.split(';');
+            let essence = it.next()?.trim().to_ascii_lowercase();
+            if essence.is_empty() {
+                return None;
+            }
+            let params = it
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+                .collect();
+            Some(MediaRange { essence, params })
+        })
+        .collect()
+}
+
+/// Negotiates the response format for a resource request. `list` tells whether the
+/// target is a collection.
+pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
+    let Some(accept) = req.header("accept").filter(|a| !a.trim().is_empty()) else {
+        return Ok(Format::Json);
+    };
+    let ranges = parse_accept(accept);
+    let mut wrong_form = false;
+    for r in &ranges {
+        let json_like = matches!(
+            r.essence.as_str(),
+            "application/json" | "*/*" | "application/*"
+        );
+        let yaml = r.essence == "application/yaml";
+        if !(json_like || yaml) {
+            continue;
+        }
+        match (
+            r.params.get("as").map(String::as_str),
+            r.params.get("g").map(String::as_str),
+        ) {
+            (None, _) => return Ok(if yaml { Format::Yaml } else { Format::Json }),
+            (Some("Table"), Some("meta.k8s.io")) => return Ok(Format::Table),
+            (Some("PartialObjectMetadataList"), Some("meta.k8s.io")) => {
+                if list {
+                    return Ok(Format::PartialMetaList);
+                }
+                wrong_form = true;
+            }
+            (Some("PartialObjectMetadata"), Some("meta.k8s.io")) => {
+                if !list || req.q_bool("watch") {
+                    return Ok(Format::PartialMeta);
+                }
+                wrong_form = true;
+            }
+            _ => {}
+        }
+    }
+    let _ = wrong_form;
+    Err(ApiError::not_acceptable(
+        "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+    ))
+}
+
+/// Negotiates discovery documents: aggregated v2 (or v2beta1) or legacy.
+pub fn negotiate_discovery(req: &Req) -> Format {
+    let Some(accept) = req.header("accept") else {
+        return Format::Json;
+    };
+    for r in parse_accept(accept) {
+        if r.essence == "application/json" || r.essence == "*/*" {
+            match (
+                r.params.get("as").map(String::as_str),
+                r.params.get("g").map(String::as_str),
+                r.params.get("v").map(String::as_str),
+            ) {
+                (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => {
+                    return Format::Discovery("v2");
+                }
+                (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2beta1")) => {
+                    return Format::Discovery("v2beta1");
+                }
+                (None, _, _) => return Format::Json,
+                _ => {}
+            }
+        }
+    }
+    Format::Json
+}
+
+/// Builds a response with the standard headers.
+pub fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<Body> {
+    let mut resp = Response::new(Full::new(body).map_err(|never| match never {}).boxed());
+    *resp.status_mut() = code;
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    resp
+}
+
+/// Serialises a value as JSON or YAML.
+pub fn encode(code: StatusCode, v: &Value, format: &Format) -> Response<Body> {
+    if *format == Format::Yaml {
+        if let Ok(text) = serde_saphyr::to_string(v) {
+            return response(code, "application/yaml", Bytes::from(text));
+        }
+    }
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    response(code, "application/json", Bytes::from(body))
+}
+
+/// Renders an error.
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let body = serde_json::to_vec(&e.0).unwrap_or_default();
+    let mut resp = response(
+        StatusCode::from_u16(e.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        "application/json",
+        Bytes::from(body),
+    );
+    resp.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Some(secs) = e.1.filter(|s| *s > 0) {
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    resp
+}
+
+/// Plain text.
+pub fn text(code: StatusCode, s: impl Into<String>) -> Response<Body> {
+    response(code, "text/plain; charset=utf-8", Bytes::from(s.into()))
+}
+
+/// Decodes a request body as JSON or YAML by Content-Type.
+pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
+    if req.body.is_empty() {
+        return Err(ApiError::bad_request("the request body is empty"));
+    }
+    let ct = req.header("content-type").unwrap_or("application/json");
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let v: Value = if essence.contains("yaml") {
+        let text = std::str::from_utf8(&req.body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid UTF-8: {e}"))
+        })?;
+        serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else {
+        serde_json::from_slice(&req.body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded as JSON: {e}"
+            ))
+        })?
+    };
+    Ok(v)
+}

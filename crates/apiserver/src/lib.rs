@@ -1,0 +1,31 @@
+//! An embedded, in-process Kubernetes-compatible API server.
+//!
+//! It speaks the Kubernetes HTTP API closely enough for kubectl and kubewright's client:
+//! every GA built-in resource, discovery (legacy and aggregated), CRUD with real metadata
+//! semantics, the four patch kinds, list pagination, watches with bookmarks and 410s,
+//! CustomResourceDefinitions, namespace lifecycle and garbage collection.
+//!
+//! It never uses kubewright's client, so client bugs cannot hide server bugs.
+
+mod api;
+mod controllers;
+mod crd;
+mod defaults;
+mod delete;
+mod discovery;
+mod error;
+mod extra;
+mod fields;
+mod filter;
+mod http;
+mod meta;
+mod openapi;
+mod patch;
+mod registry;
+mod server;
+mod storage;
+mod table;
+mod watch;
+
+pub use api::{ApiServer, ServerOptions};
+pub use server::{ServeError, ServerBuilder, TestServer, TlsMaterial};

@@ -1,0 +1,270 @@
+//! Object metadata helpers: names, timestamps, validation, generation and managed fields.
+
+use crate::error::ApiError;
+use crate::fields;
+use crate::registry::ResourceDef;
+use kubewright_core::StatusCause;
+use serde_json::{Map, Value, json};
+
+/// `metadata` as a map (created when absent).
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("metadata".into(), Value::Object(Map::new()));
+        }
+    }
+    match obj.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => unreachable_meta(),
+    }
+}
+
+#[allow(clippy::panic)]
+fn unreachable_meta() -> ! {
+    // meta_mut is only called on JSON objects checked by the caller.
+    panic!("metadata requested on a non-object value")
+}
+
+/// A string field of `metadata`.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+/// Current time as RFC 3339 with seconds.
+pub fn now_time() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Validates a DNS-1123 label (63 chars).
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Validates a DNS-1123 subdomain (253 chars).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Validates the object name for a resource; returns the message of the failure.
+pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
+    if name == "." || name == ".." {
+        return Err(format!("may not be '{name}'"));
+    }
+    if name.contains('/') || name.contains('%') {
+        return Err("may not contain '/' or '%'".into());
+    }
+    let label_kinds = matches!(
+        (def.group.as_str(), def.plural.as_str()),
+        ("", "namespaces" | "services" | "replicationcontrollers")
+            | (
+                "apps",
+                "deployments" | "statefulsets" | "daemonsets" | "replicasets"
+            )
+            | ("batch", "cronjobs")
+    );
+    if def.group == "rbac.authorization.k8s.io" {
+        return Ok(());
+    }
+    if label_kinds {
+        if !is_dns_label(name) {
+            return Err(format!(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'); got {name:?}"
+            ));
+        }
+    } else if !is_dns_subdomain(name) {
+        return Err(format!(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'); got {name:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Validates labels, annotations and owner references.
+pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+    let name = meta_str(obj, "name").unwrap_or("");
+    let mut causes = Vec::new();
+    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            let sel = format!("{k}={}", v.as_str().unwrap_or(""));
+            if !v.is_string() || kubewright_core::LabelSelector::parse(&sel).is_err() {
+                causes.push(StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!("Invalid value: {v}: label key and value must be valid"),
+                    field: format!("metadata.labels.{k}"),
+                });
+            }
+        }
+    }
+    if let Some(refs) = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+    {
+        let mut controllers = 0;
+        for (i, r) in refs.iter().enumerate() {
+            for f in ["apiVersion", "kind", "name", "uid"] {
+                if r.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    causes.push(StatusCause {
+                        reason: "FieldValueRequired".into(),
+                        message: "Required value".into(),
+                        field: format!("metadata.ownerReferences[{i}].{f}"),
+                    });
+                }
+            }
+            if r.get("controller").and_then(Value::as_bool) == Some(true) {
+                controllers += 1;
+            }
+        }
+        if controllers > 1 {
+            causes.push(StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: only one reference can have Controller set to true".into(),
+                field: "metadata.ownerReferences".into(),
+            });
+        }
+    }
+    if let Some(fins) = obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+    {
+        if fins.iter().any(|f| f == "orphan") && fins.iter().any(|f| f == "foregroundDeletion") {
+            causes.push(StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message:
+                    "Invalid value: finalizer orphan and foregroundDeletion cannot be both set"
+                        .into(),
+                field: "metadata.finalizers".into(),
+            });
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(def, name, causes))
+    }
+}
+
+/// Whether anything outside `metadata` and `status` changed (generation rule). For
+/// custom resources without a status subresource, anything outside metadata counts.
+pub fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("metadata");
+            o.remove("apiVersion");
+            o.remove("kind");
+            if def.has_status {
+                o.remove("status");
+            }
+        }
+        v
+    };
+    strip(old) != strip(new)
+}
+
+/// Compares two objects ignoring resourceVersion and managedFields timestamps.
+pub fn semantically_equal(a: &Value, b: &Value) -> bool {
+    let norm = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+            if let Some(Value::Array(mf)) = m.get_mut("managedFields") {
+                for e in mf {
+                    if let Some(o) = e.as_object_mut() {
+                        o.remove("time");
+                    }
+                }
+            }
+        }
+        v
+    };
+    norm(a) == norm(b)
+}
+
+/// Records a write by `manager` in managedFields. `apply` chooses the operation;
+/// `changed` are the paths this write set.
+pub fn record_managed(
+    obj: &mut Value,
+    manager: &str,
+    operation: &str,
+    api_version: &str,
+    subresource: Option<&str>,
+    owned: std::collections::BTreeSet<fields::Path>,
+    take_from_others: bool,
+) {
+    let mut entries: Vec<Value> = obj
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let is_me = |e: &Value| {
+        e.get("manager").and_then(Value::as_str) == Some(manager)
+            && e.get("operation").and_then(Value::as_str) == Some(operation)
+            && e.get("subresource").and_then(Value::as_str) == subresource
+    };
+    let mut mine: std::collections::BTreeSet<fields::Path> = if operation == "Apply" {
+        Default::default()
+    } else {
+        entries
+            .iter()
+            .find(|e| is_me(e))
+            .and_then(|e| e.get("fieldsV1"))
+            .map(fields::from_fields_v1)
+            .unwrap_or_default()
+    };
+    mine.extend(owned.iter().cloned());
+    let mut out = Vec::new();
+    for e in entries.drain(..) {
+        if is_me(&e) {
+            continue;
+        }
+        if take_from_others {
+            let theirs = e
+                .get("fieldsV1")
+                .map(fields::from_fields_v1)
+                .unwrap_or_default();
+            let left: std::collections::BTreeSet<_> = theirs.difference(&owned).cloned().collect();
+            if left.is_empty() {
+                continue;
+            }
+            let mut e = e;
+            e["fieldsV1"] = fields::to_fields_v1(&left);
+            out.push(e);
+        } else {
+            out.push(e);
+        }
+    }
+    if !mine.is_empty() {
+        let mut entry = json!({
+            "manager": manager,
+            "operation": operation,
+            "apiVersion": api_version,
+            "time": now_time(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields::to_fields_v1(&mine),
+        });
+        if let Some(s) = subresource {
+            entry["subresource"] = Value::String(s.into());
+        }
+        out.push(entry);
+    }
+    let m = meta_mut(obj);
+    if out.is_empty() {
+        m.remove("managedFields");
+    } else {
+        m.insert("managedFields".into(), Value::Array(out));
+    }
+}
+
+/// The default field manager derived from a User-Agent (`kubectl/v1.32 (...)` -> `kubectl`).
+pub fn manager_from_user_agent(ua: Option<&str>) -> String {
+    let ua = ua.unwrap_or("unknown");
+    let first = ua.split('/').next().unwrap_or(ua);
+    first.chars().take(128).collect()
+}

@@ -1,0 +1,526 @@
+//! Serving: HTTP/1.1 and HTTP/2 (ALPN over TLS), TLS with a generated CA, bearer-token
+//! authentication, gzip, audit ids; the in-process [`TestServer`].
+
+use crate::api::{ApiServer, Route, ServerOptions};
+use crate::error::ApiError;
+use crate::http::{self as h, Body, Req};
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Errors starting a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Binding or I/O failed.
+    #[error("server I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Certificate generation failed.
+    #[error("failed to generate TLS certificates: {0}")]
+    Cert(#[from] rcgen::Error),
+    /// TLS setup failed.
+    #[error("TLS configuration error: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// TLS material generated for a server: a CA and a serving certificate signed by it.
+pub struct TlsMaterial {
+    /// CA certificate (PEM), what clients trust.
+    pub ca_pem: String,
+    cert_der: Vec<u8>,
+    key_der: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("ca_pem", &"<certificate>")
+            .field("key", &"[redacted]")
+            .finish()
+    }
+}
+
+impl TlsMaterial {
+    /// Generates a CA and a serving certificate for localhost, 127.0.0.1 and ::1.
+    pub fn generate() -> Result<Self, ServeError> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "kubewright-ca");
+        ca_params.distinguished_name = dn;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key)?;
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+            "kubernetes.default.svc".to_string(),
+        ])?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "kube-apiserver");
+        params.distinguished_name = dn;
+        let cert = params.signed_by(&key, &ca)?;
+        Ok(Self {
+            ca_pem: ca.pem(),
+            cert_der: cert.der().to_vec(),
+            key_der: key.serialize_der(),
+        })
+    }
+
+    fn server_config(&self) -> Result<rustls::ServerConfig, ServeError> {
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(self.cert_der.clone())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
+            )?;
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(cfg)
+    }
+}
+
+/// Builds and starts a server.
+#[derive(Debug, Clone, Default)]
+pub struct ServerBuilder {
+    addr: Option<SocketAddr>,
+    tls: bool,
+    options: ServerOptions,
+}
+
+impl ServerBuilder {
+    /// Listen address (default `127.0.0.1:0`, a free port).
+    #[must_use]
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = Some(addr);
+        self
+    }
+    /// Port on 127.0.0.1.
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.addr = Some(SocketAddr::from(([127, 0, 0, 1], port)));
+        self
+    }
+    /// Serve HTTPS with a generated CA (default: plain HTTP).
+    #[must_use]
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+    /// Require one of these bearer tokens.
+    #[must_use]
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.options.tokens.push(token.into());
+        self
+    }
+    /// Interval of periodic watch bookmarks (default 60 s).
+    #[must_use]
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.options.bookmark_interval = d;
+        self
+    }
+    /// Events kept for watch resumption (default 100,000).
+    #[must_use]
+    pub fn history(mut self, events: usize) -> Self {
+        self.options.history = events;
+        self
+    }
+
+    /// Starts serving in the background.
+    pub async fn start(self) -> Result<TestServer, ServeError> {
+        let addr = self
+            .addr
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let tls = if self.tls {
+            Some(TlsMaterial::generate()?)
+        } else {
+            None
+        };
+        let acceptor = match &tls {
+            Some(t) => Some(tokio_rustls::TlsAcceptor::from(Arc::new(
+                t.server_config()?,
+            ))),
+            None => None,
+        };
+        let token = self.options.tokens.first().cloned();
+        let state = ApiServer::new(self.options);
+        let stop = CancellationToken::new();
+        tokio::spawn(crate::controllers::run(state.clone(), stop.clone()));
+        tokio::spawn(accept_loop(listener, acceptor, state.clone(), stop.clone()));
+        Ok(TestServer {
+            state,
+            addr: local,
+            tls,
+            token,
+            stop,
+        })
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    state: Arc<ApiServer>,
+    stop: CancellationToken,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let (stream, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let acceptor = acceptor.clone();
+        conns.spawn(async move {
+            let svc = hyper::service::service_fn(move |req| handle(state.clone(), req));
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            match acceptor {
+                Some(acc) => match acc.accept(stream).await {
+                    Ok(tls) => {
+                        let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
+                    }
+                    Err(e) => tracing::debug!("TLS handshake failed: {e}"),
+                },
+                None => {
+                    let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+                }
+            }
+        });
+    }
+    conns.abort_all();
+}
+
+async fn handle(srv: Arc<ApiServer>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let audit = req
+        .headers()
+        .get("audit-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 256)
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let accepts_gzip = req
+        .headers()
+        .get("accept-encoding")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    let mut resp = match handle_inner(&srv, req).await {
+        Ok(r) => r,
+        Err(e) => h::error_response(&e),
+    };
+    if let Ok(v) = HeaderValue::from_str(&audit) {
+        resp.headers_mut().insert("audit-id", v);
+    }
+    if accepts_gzip {
+        resp = maybe_gzip(resp).await;
+    }
+    Ok(resp)
+}
+
+const GZIP_THRESHOLD: u64 = 128 * 1024;
+
+async fn maybe_gzip(resp: Response<Body>) -> Response<Body> {
+    use hyper::body::Body as _;
+    let size = resp.body().size_hint().exact();
+    if size.is_none_or(|s| s <= GZIP_THRESHOLD) {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(collected) = body.collect().await else {
+        return Response::from_parts(
+            parts,
+            Full::new(Bytes::new()).map_err(|n| match n {}).boxed(),
+        );
+    };
+    let bytes = collected.to_bytes();
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let out = enc.write_all(&bytes).and_then(|_| enc.finish());
+    match out {
+        Ok(gz) => {
+            parts
+                .headers
+                .insert("content-encoding", HeaderValue::from_static("gzip"));
+            parts
+                .headers
+                .insert("vary", HeaderValue::from_static("Accept-Encoding"));
+            parts.headers.remove("content-length");
+            Response::from_parts(
+                parts,
+                Full::new(Bytes::from(gz)).map_err(|n| match n {}).boxed(),
+            )
+        }
+        Err(_) => Response::from_parts(parts, Full::new(bytes).map_err(|n| match n {}).boxed()),
+    }
+}
+
+async fn handle_inner(
+    srv: &Arc<ApiServer>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let (parts, body) = req.into_parts();
+    // Authentication: health and version stay open, like kube-apiserver's defaults.
+    let path = parts.uri.path().to_string();
+    let open = matches!(
+        path.as_str(),
+        "/healthz" | "/livez" | "/readyz" | "/version"
+    ) || path.starts_with("/livez/")
+        || path.starts_with("/readyz/");
+    if !srv.options.tokens.is_empty() && !open {
+        let ok = parts
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| {
+                srv.options
+                    .tokens
+                    .iter()
+                    .any(|k| constant_time_eq(k.as_bytes(), t.trim().as_bytes()))
+            });
+        if !ok {
+            return Err(ApiError::unauthorized());
+        }
+    }
+    let limit = srv.options.max_body;
+    let body = match Limited::new(body, limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return Err(ApiError::too_large(limit));
+            }
+            return Err(ApiError::bad_request(format!(
+                "failed to read the request body: {e}"
+            )));
+        }
+    };
+    let query_all: Vec<(String, String)> = parts
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let query = query_all.iter().cloned().collect();
+    let r = Req {
+        method: parts.method,
+        path,
+        query,
+        query_all,
+        headers: parts.headers,
+        body,
+    };
+    if let Some(t) = r.q("timeout") {
+        if !t.is_empty() && parse_go_duration(t).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "invalid timeout specified in the request URL - time: invalid duration {t:?}"
+            )));
+        }
+    }
+    match srv.route(&r.path)? {
+        Route::Resource(t) => Ok(srv.serve_resource(r, t).await),
+        Route::Other => match crate::discovery::serve(srv, &r) {
+            Some(resp) => Ok(resp),
+            None => Ok(h::text(StatusCode::NOT_FOUND, "404 page not found\n")),
+        },
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Parses a Go duration like `30s`, `1m30s`, `500ms`.
+fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest == "0" {
+        return Some(Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let mult = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += n * mult;
+        rest = &rest[unit_len..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+/// A running server; stops when dropped.
+pub struct TestServer {
+    state: Arc<ApiServer>,
+    addr: SocketAddr,
+    tls: Option<TlsMaterial>,
+    token: Option<String>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for TestServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestServer")
+            .field("url", &self.url())
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl TestServer {
+    /// Starts a plain-HTTP server on a free loopback port.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let server = kubewright_apiserver::TestServer::start().await.unwrap();
+    /// assert!(server.url().starts_with("http://127.0.0.1:"));
+    /// assert!(server.kubeconfig().contains("current-context: kubewright"));
+    /// # }
+    /// ```
+    pub async fn start() -> Result<Self, ServeError> {
+        ServerBuilder::default().start().await
+    }
+
+    /// A builder with options.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:41235`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Listen address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// CA certificate (PEM) when serving TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// The server state (storage, registry, counters) for white-box tests.
+    pub fn state(&self) -> &Arc<ApiServer> {
+        &self.state
+    }
+
+    /// A kubeconfig (YAML) pointing at this server, context `kubewright`.
+    pub fn kubeconfig(&self) -> String {
+        use base64::Engine;
+        let mut cluster = format!("    server: {}\n", self.url());
+        if let Some(t) = &self.tls {
+            let ca = base64::engine::general_purpose::STANDARD.encode(t.ca_pem.as_bytes());
+            cluster.push_str(&format!("    certificate-authority-data: {ca}\n"));
+        }
+        let user = match &self.token {
+            Some(tok) => format!("    token: {tok}\n"),
+            None => "    {}\n".to_string(),
+        };
+        let user = if self.token.is_some() {
+            format!("  user:\n{user}")
+        } else {
+            "  user: {}\n".to_string()
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubewright\n  cluster:\n{cluster}users:\n- name: kubewright\n{user}contexts:\n- name: kubewright\n  context:\n    cluster: kubewright\n    user: kubewright\n    namespace: default\ncurrent-context: kubewright\n"
+        )
+    }
+
+    /// Writes the kubeconfig (and the CA next to it) to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<PathBuf, std::io::Error> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, self.kubeconfig())?;
+        if let Some(t) = &self.tls {
+            let ca = path.with_file_name("ca.crt");
+            std::fs::write(&ca, &t.ca_pem)?;
+        }
+        Ok(path.to_path_buf())
+    }
+
+    /// Forces every older resourceVersion out of the watch history (tests of 410 handling).
+    pub fn compact(&self) {
+        self.state.storage.compact();
+    }
+
+    /// Number of watch requests served for a resource (`group/plural`, core group empty).
+    pub fn watch_count(&self, group_resource: &str) -> u64 {
+        self.state
+            .stats
+            .watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(group_resource)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Stops the server (also done on drop).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
+        assert!(parse_go_duration("abc").is_none());
+        assert!(parse_go_duration("5").is_none());
+    }
+}

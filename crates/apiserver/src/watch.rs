@@ -1,0 +1,334 @@
+//! WATCH: initial events, resumption from a resourceVersion, selector transitions,
+//! bookmarks, timeouts and 410 for versions past the history window.
+
+use crate::api::{ApiServer, Target, partial_meta};
+use crate::error::ApiError;
+use crate::filter;
+use crate::http::{self as h, Body, Format, Req};
+use crate::registry::ResourceDef;
+use crate::storage::{Event, EventType};
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use kubewright_core::{FieldSelector, LabelSelector};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+struct WatchSpec {
+    def: Arc<ResourceDef>,
+    key: String,
+    namespace: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    format: Format,
+    bookmarks: bool,
+}
+
+impl WatchSpec {
+    fn matches(&self, obj: &Value) -> bool {
+        filter::matches(&self.def, obj, &self.labels, &self.fields)
+    }
+    fn in_scope(&self, ev: &Event) -> bool {
+        ev.resource == self.key
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| ns == ev.namespace)
+    }
+}
+
+/// Serves a watch request as a streaming response.
+pub async fn serve_watch(srv: Arc<ApiServer>, req: Req, t: Target) -> Response<Body> {
+    match start(srv, req, t) {
+        Ok(r) => r,
+        Err(e) => h::error_response(&e),
+    }
+}
+
+fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, ApiError> {
+    let format = h::negotiate(&req, true)?;
+    let format = match format {
+        Format::PartialMetaList => Format::PartialMeta,
+        f => f,
+    };
+    let send_initial = req.q("sendInitialEvents").map(|v| v == "true");
+    let rv_match = req.q("resourceVersionMatch").filter(|s| !s.is_empty());
+    if send_initial.is_some() && rv_match != Some("NotOlderThan") {
+        return Err(ApiError::invalid_msg(
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if send_initial.is_none() && rv_match.is_some() {
+        return Err(ApiError::invalid_msg(
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    let bookmarks = req.q_bool("allowWatchBookmarks");
+    let labels = match req.q("labelSelector") {
+        Some(s) => LabelSelector::parse(s)
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+        None => LabelSelector::default(),
+    };
+    let mut fields = match req.q("fieldSelector") {
+        Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
+        None => FieldSelector::default(),
+    };
+    filter::check_field_selector(&t.def, &fields)?;
+    if let Some(name) = &t.name {
+        if let Some(other) = fields.required_value("metadata.name") {
+            if other != name {
+                return Err(ApiError::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
+        }
+        fields
+            .requirements
+            .push(kubewright_core::selector::FieldRequirement {
+                field: "metadata.name".into(),
+                value: name.clone(),
+                negated: false,
+            });
+    }
+    let rv: Option<u64> = match req.q("resourceVersion").filter(|s| !s.is_empty()) {
+        Some(s) => Some(
+            s.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
+        ),
+        None => None,
+    };
+    let timeout = match req.q("timeoutSeconds") {
+        Some(s) if !s.is_empty() => {
+            let secs: u64 = s
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))?;
+            Duration::from_secs(secs)
+        }
+        _ => {
+            // Like kube-apiserver: a random time between 30 and 60 minutes.
+            Duration::from_secs(1800 + rand::random::<u64>() % 1800)
+        }
+    };
+    let spec = WatchSpec {
+        key: t.def.storage_key(),
+        def: t.def.clone(),
+        namespace: t.namespace.clone(),
+        labels,
+        fields,
+        format,
+        bookmarks,
+    };
+    {
+        let mut w = srv.stats.watches.lock().unwrap_or_else(|e| e.into_inner());
+        *w.entry(spec.key.clone()).or_default() += 1;
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let initial = send_initial == Some(true) || rv.is_none() || rv == Some(0);
+    let initial_end_bookmark = bookmarks && (send_initial == Some(true) || rv.is_none());
+    let srv2 = srv.clone();
+    tokio::spawn(async move {
+        run(srv2, spec, tx, rv, initial, initial_end_bookmark, timeout).await;
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::io::Error>(Frame::data(b)), rx))
+    });
+    let mut resp = Response::new(StreamBody::new(stream).boxed());
+    *resp.status_mut() = StatusCode::OK;
+    let ct = match &spec_format_ct(&req) {
+        Some(ct) => ct.clone(),
+        None => "application/json".to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&ct) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}
+
+fn spec_format_ct(req: &Req) -> Option<String> {
+    match h::negotiate(req, true).ok()? {
+        Format::Table => Some("application/json;as=Table;v=v1;g=meta.k8s.io".into()),
+        _ => None,
+    }
+}
+
+struct Writer {
+    tx: mpsc::Sender<Bytes>,
+    first_table: bool,
+}
+
+impl Writer {
+    async fn send(&mut self, srv: &ApiServer, spec: &WatchSpec, kind: &str, obj: &Value) -> bool {
+        let rendered = match &spec.format {
+            Format::Table => {
+                let cols = self.first_table;
+                self.first_table = false;
+                match crate::table::table(
+                    &spec.def,
+                    &[Arc::new(srv.present(&spec.def, obj))],
+                    &dummy_req(),
+                    None,
+                    Some(cols),
+                ) {
+                    Ok(t) => t,
+                    Err(_) => return false,
+                }
+            }
+            Format::PartialMeta => partial_meta(&srv.present(&spec.def, obj)),
+            _ => srv.present(&spec.def, obj),
+        };
+        self.raw(json!({"type": kind, "object": rendered})).await
+    }
+
+    async fn raw(&mut self, v: Value) -> bool {
+        let mut buf = serde_json::to_vec(&v).unwrap_or_default();
+        buf.push(b'\n');
+        self.tx.send(Bytes::from(buf)).await.is_ok()
+    }
+
+    async fn bookmark(&mut self, spec: &WatchSpec, rv: u64, initial_end: bool) -> bool {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = match spec.format {
+            Format::PartialMeta => {
+                json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta})
+            }
+            _ => {
+                json!({"kind": spec.def.kind, "apiVersion": spec.def.api_version(), "metadata": meta})
+            }
+        };
+        self.raw(json!({"type": "BOOKMARK", "object": obj})).await
+    }
+}
+
+fn dummy_req() -> Req {
+    Req {
+        method: http::Method::GET,
+        path: String::new(),
+        query: Default::default(),
+        query_all: vec![],
+        headers: Default::default(),
+        body: Bytes::new(),
+    }
+}
+
+async fn run(
+    srv: Arc<ApiServer>,
+    spec: WatchSpec,
+    tx: mpsc::Sender<Bytes>,
+    rv: Option<u64>,
+    initial: bool,
+    initial_end_bookmark: bool,
+    timeout: Duration,
+) {
+    let mut w = Writer {
+        tx,
+        first_table: true,
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    let (mut rx, mut last_rv) = if initial {
+        let (objs, rx, snap_rv) = srv
+            .storage
+            .snapshot_and_watch(&spec.key, spec.namespace.as_deref());
+        for o in objs.iter().filter(|o| spec.matches(o)) {
+            if !w.send(&srv, &spec, "ADDED", o).await {
+                return;
+            }
+        }
+        if initial_end_bookmark && !w.bookmark(&spec, snap_rv, true).await {
+            return;
+        }
+        (rx, snap_rv)
+    } else {
+        let from = rv.unwrap_or(0);
+        match srv.storage.watch_from(from) {
+            Ok((past, rx, _)) => {
+                let mut last = from;
+                for ev in past {
+                    last = ev.rv;
+                    if !emit(&srv, &spec, &mut w, &ev).await {
+                        return;
+                    }
+                }
+                (rx, last)
+            }
+            Err(too_old) => {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": format!("too old resource version: {from} ({})", too_old.oldest), "reason": "Expired", "code": 410});
+                let _ = w.raw(json!({"type": "ERROR", "object": status})).await;
+                return;
+            }
+        }
+    };
+    let mut last_sent = last_rv;
+    let mut ticker = tokio::time::interval(srv.options.bookmark_interval);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Ok(ev) => {
+                    if ev.rv <= last_rv {
+                        continue;
+                    }
+                    last_rv = ev.rv;
+                    if spec.in_scope(&ev) {
+                        if !emit(&srv, &spec, &mut w, &ev).await {
+                            return;
+                        }
+                        last_sent = ev.rv;
+                    }
+                }
+                // Too slow to keep up: close; the client resumes from its last version.
+                Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = ticker.tick() => {
+                if spec.bookmarks && last_rv > last_sent {
+                    if !w.bookmark(&spec, last_rv, false).await {
+                        return;
+                    }
+                    last_sent = last_rv;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                if spec.bookmarks {
+                    let _ = w.bookmark(&spec, last_rv, false).await;
+                }
+                return;
+            }
+            _ = w.tx.closed() => return,
+        }
+    }
+}
+
+async fn emit(srv: &ApiServer, spec: &WatchSpec, w: &mut Writer, ev: &Event) -> bool {
+    if !spec.in_scope(ev) {
+        return true;
+    }
+    let now = spec.matches(&ev.object);
+    let before = ev.prev.as_ref().is_some_and(|p| spec.matches(p));
+    match ev.kind {
+        EventType::Added if now => w.send(srv, spec, "ADDED", &ev.object).await,
+        EventType::Modified if now && before => w.send(srv, spec, "MODIFIED", &ev.object).await,
+        EventType::Modified if now => w.send(srv, spec, "ADDED", &ev.object).await,
+        EventType::Modified if before => {
+            // Leaving the selector: the previous content, stamped with the new version.
+            let mut last = ev.prev.as_deref().cloned().unwrap_or(Value::Null);
+            if let Some(m) = last.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert("resourceVersion".into(), Value::String(ev.rv.to_string()));
+            }
+            w.send(srv, spec, "DELETED", &last).await
+        }
+        EventType::Deleted if before => w.send(srv, spec, "DELETED", &ev.object).await,
+        _ => true,
+    }
+}

@@ -1,0 +1,102 @@
+//! `kw`: the kubewright command line.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "kw",
+    version,
+    about = "kubewright: Kubernetes toolkit for Rust"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded Kubernetes API server and write a kubeconfig for it.
+    Serve {
+        /// Port to listen on (127.0.0.1).
+        #[arg(long, default_value_t = 6443)]
+        port: u16,
+        /// Where to write the kubeconfig (the CA goes next to it as ca.crt).
+        #[arg(long, default_value = "kubewright.kubeconfig")]
+        kubeconfig_out: PathBuf,
+        /// Serve plain HTTP instead of HTTPS.
+        #[arg(long)]
+        insecure: bool,
+        /// Require this bearer token (default: a random token written to the kubeconfig).
+        #[arg(long, env = "KW_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Persist objects in this directory (not implemented yet: the server refuses to start).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KW_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            port,
+            kubeconfig_out,
+            insecure,
+            token,
+            data_dir,
+        } => {
+            if let Some(dir) = data_dir {
+                eprintln!(
+                    "kw serve: --data-dir {} is not supported yet: objects live in memory only",
+                    dir.display()
+                );
+                return ExitCode::from(2);
+            }
+            let token = token.unwrap_or_else(|| format!("kw-{:032x}", rand::random::<u128>()));
+            let server = match kubewright_apiserver::TestServer::builder()
+                .port(port)
+                .tls(!insecure)
+                .token(token)
+                .start()
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("kw serve: failed to start: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            if let Err(e) = server.write_kubeconfig(&kubeconfig_out) {
+                eprintln!(
+                    "kw serve: failed to write {}: {e}",
+                    kubeconfig_out.display()
+                );
+                return ExitCode::FAILURE;
+            }
+            println!("kubewright API server listening on {}", server.url());
+            println!("kubeconfig: {}", kubeconfig_out.display());
+            if server.ca_pem().is_some() {
+                println!(
+                    "CA certificate: {}",
+                    kubeconfig_out.with_file_name("ca.crt").display()
+                );
+            }
+            println!(
+                "try: kubectl --kubeconfig {} get namespaces",
+                kubeconfig_out.display()
+            );
+            let _ = tokio::signal::ctrl_c().await;
+            server.stop();
+            ExitCode::SUCCESS
+        }
+    }
+}

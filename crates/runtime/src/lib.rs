@@ -1,0 +1,3 @@
+//! Controller toolkit: work queues and rate limiters, reflector, store, informers.
+
+pub mod workqueue;
