@@ -124,7 +124,7 @@ impl ApiServer {
         let segs: Vec<String> = path
             .trim_matches('/')
             .split('/')
-            .map(|s| percent_decode(s))
+            .map(percent_decode)
             .collect::<Result<_, _>>()
             .map_err(|_| ApiError::bad_request("invalid percent-encoding in the request path"))?;
         let (group, version, rest) = match segs.first().map(String::as_str) {
@@ -193,9 +193,9 @@ impl ApiServer {
             }
             (&http::Method::DELETE, Some(name), None) => self.delete(&req, &t, name),
             (&http::Method::DELETE, None, None) => self.delete_collection(&req, &t),
-            _ => Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource"
-            ))),
+            _ => Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource".to_string(),
+            )),
         };
         match result {
             Ok(r) => r,
@@ -390,10 +390,10 @@ impl ApiServer {
         let mut remaining = 0usize;
         for obj in items {
             let k = object_key(&obj);
-            if let Some(after) = &start_after {
-                if k.as_str() <= after.as_str() {
-                    continue;
-                }
+            if let Some(after) = &start_after
+                && k.as_str() <= after.as_str()
+            {
+                continue;
             }
             if !crate::filter::matches(&t.def, &obj, &opts.labels, &opts.fields) {
                 continue;
@@ -793,44 +793,78 @@ impl ApiServer {
         }
         let mut result: Option<(StatusCode, Value)> = None;
         let outcome = self.storage.mutate(&key, ns, name, |cur, _next| {
-            let Some(cur) = cur else { return Err(ApiError::not_found(def, name)) };
-            if let Some(rv) = &body_rv {
-                if meta_str(cur, "resourceVersion") != Some(rv.as_str()) {
-                    return Err(ApiError::optimistic_lock(def, name));
-                }
+            let Some(cur) = cur else {
+                return Err(ApiError::not_found(def, name));
+            };
+            if let Some(rv) = &body_rv
+                && meta_str(cur, "resourceVersion") != Some(rv.as_str())
+            {
+                return Err(ApiError::optimistic_lock(def, name));
             }
-            if let Some(uid) = meta_str(&obj, "uid").filter(|u| !u.is_empty()) {
-                if Some(uid) != meta_str(cur, "uid") {
-                    return Err(ApiError::conflict(
-                        def,
-                        name,
-                        &format!("Precondition failed: UID in precondition: {}, UID in object meta: {uid}", meta_str(cur, "uid").unwrap_or("")),
-                    ));
-                }
+            if let Some(uid) = meta_str(&obj, "uid").filter(|u| !u.is_empty())
+                && Some(uid) != meta_str(cur, "uid")
+            {
+                return Err(ApiError::conflict(
+                    def,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {}, UID in object meta: {uid}",
+                        meta_str(cur, "uid").unwrap_or("")
+                    ),
+                ));
             }
             let mut next = merge_for_write(def, cur, &mut obj, sub);
             // Finalizers may not be added while deleting.
             if cur.pointer("/metadata/deletionTimestamp").is_some() {
-                let old: Vec<&Value> = cur.pointer("/metadata/finalizers").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+                let old: Vec<&Value> = cur
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().collect())
+                    .unwrap_or_default();
                 let added = next
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_some_and(|a| a.iter().any(|f| !old.contains(&f)));
                 if added {
-                    return Err(ApiError::invalid_field(def, name, "metadata.finalizers", "FieldValueForbidden", "no new finalizers can be added if the object is being deleted"));
+                    return Err(ApiError::invalid_field(
+                        def,
+                        name,
+                        "metadata.finalizers",
+                        "FieldValueForbidden",
+                        "no new finalizers can be added if the object is being deleted",
+                    ));
                 }
             }
             if meta::spec_changed(def, cur, &next) && sub != Some("status") {
-                let g = cur.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+                let g = cur
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
                 meta_mut(&mut next).insert("generation".into(), json!(g + 1));
             }
             match &wo.apply {
                 Some((paths, force)) => {
-                    meta::record_managed(&mut next, &wo.field_manager, "Apply", &def.api_version(), sub, paths.clone(), *force);
+                    meta::record_managed(
+                        &mut next,
+                        &wo.field_manager,
+                        "Apply",
+                        &def.api_version(),
+                        sub,
+                        paths.clone(),
+                        *force,
+                    );
                 }
                 None => {
                     let changed = fields::changed_paths(Some(cur), &next);
-                    meta::record_managed(&mut next, &wo.field_manager, "Update", &def.api_version(), sub, changed, true);
+                    meta::record_managed(
+                        &mut next,
+                        &wo.field_manager,
+                        "Update",
+                        &def.api_version(),
+                        sub,
+                        changed,
+                        true,
+                    );
                 }
             }
             if meta::semantically_equal(cur, &next) {
@@ -841,7 +875,10 @@ impl ApiServer {
                 result = Some((StatusCode::OK, next));
                 return Ok(Mutation::Keep);
             }
-            let finalizers_empty = next.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
+            let finalizers_empty = next
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(|a| a.is_empty());
             if next.pointer("/metadata/deletionTimestamp").is_some() && finalizers_empty {
                 result = Some((StatusCode::OK, next));
                 return Ok(Mutation::Delete);
@@ -1017,13 +1054,14 @@ pub(crate) fn check_body(
             "the request body must be a JSON object",
         ));
     }
-    if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
-        if !kind.is_empty() && kind != def.kind {
-            return Err(ApiError::bad_request(format!(
-                "the kind of the provided object ({kind}) does not match the kind of the requested resource ({})",
-                def.kind
-            )));
-        }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && !kind.is_empty()
+        && kind != def.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind of the provided object ({kind}) does not match the kind of the requested resource ({})",
+            def.kind
+        )));
     }
     if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
         let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
@@ -1041,12 +1079,12 @@ pub(crate) fn check_body(
         .filter(|s| !s.is_empty())
         .map(str::to_string);
     if def.namespaced {
-        if let (Some(b), Some(u)) = (&body_ns, url_ns) {
-            if b != u {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
+        if let (Some(b), Some(u)) = (&body_ns, url_ns)
+            && b != u
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
     } else if body_ns.is_some() {
         meta_mut(&mut obj).remove("namespace");
@@ -1108,11 +1146,10 @@ fn unknown_fields(input: &Value, normalized: &Value, prefix: &str) -> Vec<String
                     None if !v.is_null()
                         && !(prefix.is_empty() && (k == "apiVersion" || k == "kind"))
                         && !(prefix == "metadata"
-                            && v.as_object().is_some_and(|o| o.is_empty())) =>
+                            && v.as_object().is_some_and(|o| o.is_empty()))
+                        && !is_empty_value(v) =>
                     {
-                        if !is_empty_value(v) {
-                            out.push(path);
-                        }
+                        out.push(path);
                     }
                     Some(bv) => out.extend(unknown_fields(v, bv, &path)),
                     None => {}

@@ -222,7 +222,7 @@ fn namespaces(srv: &Arc<ApiServer>) {
                     if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
                         spec.insert("finalizers".into(), json!([]));
                     }
-                    return Ok(if &next == &**cur {
+                    return Ok(if next == **cur {
                         Mutation::Keep
                     } else {
                         Mutation::Put(next)
@@ -332,24 +332,25 @@ fn gc(srv: &Arc<ApiServer>) {
             });
             continue;
         }
-        if (live == 0 || delete_me) && obj.pointer("/metadata/deletionTimestamp").is_none() {
-            if let Some(def) = def_for_key(srv, key) {
-                let policy = if delete_me {
-                    Some("Foreground".to_string())
-                } else {
-                    None
-                };
-                let _ = delete_obj(
-                    srv,
-                    &def,
-                    &ns,
-                    &name,
-                    &DeleteOptions {
-                        propagation: policy,
-                        ..Default::default()
-                    },
-                );
-            }
+        if (live == 0 || delete_me)
+            && obj.pointer("/metadata/deletionTimestamp").is_none()
+            && let Some(def) = def_for_key(srv, key)
+        {
+            let policy = if delete_me {
+                Some("Foreground".to_string())
+            } else {
+                None
+            };
+            let _ = delete_obj(
+                srv,
+                &def,
+                &ns,
+                &name,
+                &DeleteOptions {
+                    propagation: policy,
+                    ..Default::default()
+                },
+            );
         }
     }
     for (uid, o) in &owners {

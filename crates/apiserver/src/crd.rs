@@ -113,10 +113,10 @@ impl CrdSchema {
                 .into_iter()
                 .flatten()
             {
-                if let Some(r) = req.as_str() {
-                    if !root.contains_key(r) {
-                        causes.push(cause("FieldValueRequired", r, "Required value".into()));
-                    }
+                if let Some(r) = req.as_str()
+                    && !root.contains_key(r)
+                {
+                    causes.push(cause("FieldValueRequired", r, "Required value".into()));
                 }
             }
         }
@@ -135,25 +135,25 @@ impl CrdSchema {
 
     /// Applies schema defaults in place.
     pub fn apply_defaults(&self, obj: &mut Value, version: &str) {
-        if let Some(schema) = self.schema(version) {
-            if let Some(root) = obj.as_object_mut() {
-                let props = schema
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                for (k, sub) in &props {
-                    if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-                        continue;
-                    }
-                    if !root.contains_key(k) {
-                        if let Some(d) = sub.get("default") {
-                            root.insert(k.clone(), d.clone());
-                        }
-                    }
-                    if let Some(v) = root.get_mut(k) {
-                        default_node(v, sub);
-                    }
+        if let Some(schema) = self.schema(version)
+            && let Some(root) = obj.as_object_mut()
+        {
+            let props = schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            for (k, sub) in &props {
+                if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                if !root.contains_key(k)
+                    && let Some(d) = sub.get("default")
+                {
+                    root.insert(k.clone(), d.clone());
+                }
+                if let Some(v) = root.get_mut(k) {
+                    default_node(v, sub);
                 }
             }
         }
@@ -260,42 +260,42 @@ fn validate_node(v: &Value, schema: &Value, path: &str, causes: &mut Vec<StatusC
             return;
         }
     }
-    if let Some(en) = schema.get("enum").and_then(Value::as_array) {
-        if !en.contains(v) {
-            let supported = en
-                .iter()
-                .map(Value::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            causes.push(cause(
-                "FieldValueNotSupported",
-                path,
-                format!("Unsupported value: {v}: supported values: {supported}"),
-            ));
-        }
+    if let Some(en) = schema.get("enum").and_then(Value::as_array)
+        && !en.contains(v)
+    {
+        let supported = en
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        causes.push(cause(
+            "FieldValueNotSupported",
+            path,
+            format!("Unsupported value: {v}: supported values: {supported}"),
+        ));
     }
     match v {
         Value::String(st) => {
             let len = st.chars().count() as u64;
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-                if len > max {
-                    causes.push(cause(
-                        "FieldValueTooLong",
-                        path,
-                        format!("Too long: may not be more than {max} bytes"),
-                    ));
-                }
+            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+                && len > max
+            {
+                causes.push(cause(
+                    "FieldValueTooLong",
+                    path,
+                    format!("Too long: may not be more than {max} bytes"),
+                ));
             }
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-                if len < min {
-                    causes.push(cause(
-                        "FieldValueInvalid",
-                        path,
-                        format!(
-                            "Invalid value: {v}: {path} in body should be at least {min} chars long"
-                        ),
-                    ));
-                }
+            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+                && len < min
+            {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {v}: {path} in body should be at least {min} chars long"
+                    ),
+                ));
             }
             if let Some(pat) = schema.get("pattern").and_then(Value::as_str) {
                 match regex::Regex::new(pat) {
@@ -314,38 +314,44 @@ fn validate_node(v: &Value, schema: &Value, path: &str, causes: &mut Vec<StatusC
             let x = n.as_f64().unwrap_or(0.0);
             let excl_min = schema.get("exclusiveMinimum") == Some(&json!(true));
             let excl_max = schema.get("exclusiveMaximum") == Some(&json!(true));
-            if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-                if x < min || excl_min && x <= min {
-                    causes.push(cause("FieldValueInvalid", path, format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}")));
-                }
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+                && (x < min || excl_min && x <= min)
+            {
+                causes.push(cause("FieldValueInvalid", path, format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}")));
             }
-            if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-                if x > max || excl_max && x >= max {
-                    causes.push(cause("FieldValueInvalid", path, format!("Invalid value: {n}: {path} in body should be less than or equal to {max}")));
-                }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+                && (x > max || excl_max && x >= max)
+            {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {n}: {path} in body should be less than or equal to {max}"
+                    ),
+                ));
             }
         }
         Value::Array(items) => {
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if items.len() as u64 > max {
-                    causes.push(cause(
-                        "FieldValueTooMany",
-                        path,
-                        format!("Too many: {}: must have at most {max} items", items.len()),
-                    ));
-                }
+            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+                && items.len() as u64 > max
+            {
+                causes.push(cause(
+                    "FieldValueTooMany",
+                    path,
+                    format!("Too many: {}: must have at most {max} items", items.len()),
+                ));
             }
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-                if (items.len() as u64) < min {
-                    causes.push(cause(
-                        "FieldValueInvalid",
-                        path,
-                        format!(
-                            "Invalid value: {}: {path} in body should have at least {min} items",
-                            items.len()
-                        ),
-                    ));
-                }
+            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                && (items.len() as u64) < min
+            {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {}: {path} in body should have at least {min} items",
+                        items.len()
+                    ),
+                ));
             }
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
@@ -371,14 +377,14 @@ fn validate_node(v: &Value, schema: &Value, path: &str, causes: &mut Vec<StatusC
                 .into_iter()
                 .flatten()
             {
-                if let Some(r) = req.as_str() {
-                    if !m.contains_key(r) {
-                        causes.push(cause(
-                            "FieldValueRequired",
-                            &format!("{path}.{r}"),
-                            "Required value".into(),
-                        ));
-                    }
+                if let Some(r) = req.as_str()
+                    && !m.contains_key(r)
+                {
+                    causes.push(cause(
+                        "FieldValueRequired",
+                        &format!("{path}.{r}"),
+                        "Required value".into(),
+                    ));
                 }
             }
         }
@@ -391,10 +397,10 @@ fn default_node(v: &mut Value, schema: &Value) {
         Value::Object(m) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (k, sub) in props {
-                    if !m.contains_key(k) {
-                        if let Some(d) = sub.get("default") {
-                            m.insert(k.clone(), d.clone());
-                        }
+                    if !m.contains_key(k)
+                        && let Some(d) = sub.get("default")
+                    {
+                        m.insert(k.clone(), d.clone());
                     }
                     if let Some(child) = m.get_mut(k) {
                         default_node(child, sub);

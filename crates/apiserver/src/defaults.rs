@@ -8,10 +8,11 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value) {
     let g = def.group.as_str();
     let p = def.plural.as_str();
     // Status is not settable on create for types with a status subresource (nodes excepted).
-    if def.has_status && !(g.is_empty() && p == "nodes") {
-        if let Some(o) = obj.as_object_mut() {
-            o.remove("status");
-        }
+    if def.has_status
+        && !(g.is_empty() && p == "nodes")
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
     }
     match (g, p) {
         ("", "namespaces") => {
@@ -40,10 +41,10 @@ pub fn on_create(def: &ResourceDef, obj: &mut Value) {
                     if port.get("protocol").is_none() {
                         port["protocol"] = json!("TCP");
                     }
-                    if port.get("targetPort").is_none() {
-                        if let Some(p) = port.get("port").cloned() {
-                            port["targetPort"] = p;
-                        }
+                    if port.get("targetPort").is_none()
+                        && let Some(p) = port.get("port").cloned()
+                    {
+                        port["targetPort"] = p;
                     }
                 }
             }

@@ -36,12 +36,12 @@ impl DeleteOptions {
             None
         };
         if let Some(b) = &body {
-            if let Some(kind) = b.get("kind").and_then(Value::as_str) {
-                if kind != "DeleteOptions" {
-                    return Err(ApiError::bad_request(format!(
-                        "expected DeleteOptions, got {kind}"
-                    )));
-                }
+            if let Some(kind) = b.get("kind").and_then(Value::as_str)
+                && kind != "DeleteOptions"
+            {
+                return Err(ApiError::bad_request(format!(
+                    "expected DeleteOptions, got {kind}"
+                )));
             }
             o.propagation = b
                 .get("propagationPolicy")
@@ -94,12 +94,12 @@ impl DeleteOptions {
                 "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"\": orphanDependents and deletionPropagation cannot be both set",
             ));
         }
-        if let Some(p) = &o.propagation {
-            if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
-                return Err(ApiError::invalid_msg(format!(
-                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-                )));
-            }
+        if let Some(p) = &o.propagation
+            && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+        {
+            return Err(ApiError::invalid_msg(format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
         }
         if orphan == Some(true) {
             o.propagation = Some("Orphan".into());
@@ -145,18 +145,16 @@ pub fn delete_obj(
     let mut out: Option<(bool, Value)> = None;
     let (stored, _) = srv.storage.mutate(&def.storage_key(), ns, name, |cur, _| {
         let Some(cur) = cur else { return Err(ApiError::not_found(def, name)) };
-        if let Some(uid) = &o.uid {
-            if meta_str(cur, "uid") != Some(uid.as_str()) {
+        if let Some(uid) = &o.uid
+            && meta_str(cur, "uid") != Some(uid.as_str()) {
                 return Err(ApiError::conflict(def, name, &format!(
                     "Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta_str(cur, "uid").unwrap_or(""))));
             }
-        }
-        if let Some(rv) = &o.resource_version {
-            if meta_str(cur, "resourceVersion") != Some(rv.as_str()) {
+        if let Some(rv) = &o.resource_version
+            && meta_str(cur, "resourceVersion") != Some(rv.as_str()) {
                 return Err(ApiError::conflict(def, name, &format!(
                     "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta_str(cur, "resourceVersion").unwrap_or(""))));
             }
-        }
         let being_deleted = cur.pointer("/metadata/deletionTimestamp").is_some();
         if is_ns && being_deleted {
             let mut e = ApiError::conflict(def, name, "");
@@ -171,11 +169,10 @@ pub fn delete_obj(
                 Some("Orphan") => Some("orphan"),
                 _ => None,
             };
-            if let Some(f) = extra {
-                if !fins.iter().any(|x| x == f) {
+            if let Some(f) = extra
+                && !fins.iter().any(|x| x == f) {
                     fins.push(json!(f));
                 }
-            }
         }
         let keep_ns = is_ns && next.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
         if fins.is_empty() && !keep_ns {

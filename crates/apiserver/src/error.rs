@@ -5,11 +5,11 @@ use kubewright_core::{Status, StatusCause, StatusDetails};
 
 /// An error answered to the client as a Status.
 #[derive(Debug, Clone)]
-pub struct ApiError(pub Status, pub Option<u32>);
+pub struct ApiError(pub Box<Status>, pub Option<u32>);
 
 impl ApiError {
     fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Self(Status::failure(code, reason, message), None)
+        Self(Box::new(Status::failure(code, reason, message)), None)
     }
     fn with(mut self, details: StatusDetails) -> Self {
         self.0.details = Some(details);

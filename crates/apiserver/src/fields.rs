@@ -35,10 +35,10 @@ pub fn item_key(item: &Value) -> Option<Step> {
             let mut m = Map::new();
             m.insert(k.to_string(), v.clone());
             // A port list keys by (containerPort, protocol) in Kubernetes.
-            if k == "containerPort" {
-                if let Some(p) = obj.get("protocol") {
-                    m.insert("protocol".into(), p.clone());
-                }
+            if k == "containerPort"
+                && let Some(p) = obj.get("protocol")
+            {
+                m.insert("protocol".into(), p.clone());
             }
             return Some(Step::Key(Value::Object(m).to_string()));
         }
@@ -196,10 +196,11 @@ pub fn to_fields_v1(paths: &BTreeSet<Path>) -> Value {
             let entry = cur
                 .entry(step_key(step))
                 .or_insert_with(|| Value::Object(Map::new()));
-            if i + 1 < p.len() && matches!(step, Step::Key(_)) {
-                if let Value::Object(m) = entry {
-                    m.entry(".").or_insert_with(|| Value::Object(Map::new()));
-                }
+            if i + 1 < p.len()
+                && matches!(step, Step::Key(_))
+                && let Value::Object(m) = entry
+            {
+                m.entry(".").or_insert_with(|| Value::Object(Map::new()));
             }
             let Value::Object(next) = entry else { break };
             cur = next;

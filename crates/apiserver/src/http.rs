@@ -169,10 +169,10 @@ pub fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<B
 
 /// Serialises a value as JSON or YAML.
 pub fn encode(code: StatusCode, v: &Value, format: &Format) -> Response<Body> {
-    if *format == Format::Yaml {
-        if let Ok(text) = serde_saphyr::to_string(v) {
-            return response(code, "application/yaml", Bytes::from(text));
-        }
+    if *format == Format::Yaml
+        && let Ok(text) = serde_saphyr::to_string(v)
+    {
+        return response(code, "application/yaml", Bytes::from(text));
     }
     let body = serde_json::to_vec(v).unwrap_or_default();
     response(code, "application/json", Bytes::from(body))
@@ -190,10 +190,10 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    if let Some(secs) = e.1.filter(|s| *s > 0) {
-        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
-        }
+    if let Some(secs) = e.1.filter(|s| *s > 0)
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
     resp
 }

@@ -8,10 +8,10 @@ use serde_json::{Map, Value, json};
 
 /// `metadata` as a map (created when absent).
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        if let Some(o) = obj.as_object_mut() {
-            o.insert("metadata".into(), Value::Object(Map::new()));
-        }
+    if !obj.get("metadata").is_some_and(Value::is_object)
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.insert("metadata".into(), Value::Object(Map::new()));
     }
     match obj.get_mut("metadata") {
         Some(Value::Object(m)) => m,
@@ -132,16 +132,15 @@ pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     if let Some(fins) = obj
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
+        && fins.iter().any(|f| f == "orphan")
+        && fins.iter().any(|f| f == "foregroundDeletion")
     {
-        if fins.iter().any(|f| f == "orphan") && fins.iter().any(|f| f == "foregroundDeletion") {
-            causes.push(StatusCause {
-                reason: "FieldValueInvalid".into(),
-                message:
-                    "Invalid value: finalizer orphan and foregroundDeletion cannot be both set"
-                        .into(),
-                field: "metadata.finalizers".into(),
-            });
-        }
+        causes.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: "Invalid value: finalizer orphan and foregroundDeletion cannot be both set"
+                .into(),
+            field: "metadata.finalizers".into(),
+        });
     }
     if causes.is_empty() {
         Ok(())

@@ -393,7 +393,9 @@ fn remove_path(v: &mut Value, path: &[fields::Step]) {
                 fields::item_key(i).is_none_or(|ik| ik != fields::Step::Key(k.clone()))
             });
         }
-        (fields::Step::Value(s), Value::Array(items)) => items.retain(|i| i.to_string() != *s),
+        (fields::Step::Value(s), Value::Array(items)) => {
+            items.retain(|i| serde_json::from_str::<Value>(s).ok().as_ref() != Some(i))
+        }
         _ => {}
     }
 }
@@ -573,6 +575,13 @@ fn apply(
     Ok(resp)
 }
 
+impl ResourceDef {
+    /// Whether strategic merge patch is allowed.
+    pub fn allows_strategic(&self) -> bool {
+        self.builtin
+    }
+}
+
 /// Not used by handlers directly: exposed for unit tests of strategic merge.
 #[cfg(test)]
 mod tests {
@@ -607,12 +616,5 @@ mod tests {
         strategic_merge(&mut orig, &json!({"spec": {"$retainKeys": ["y"], "y": 2}})).unwrap();
         assert_eq!(orig["spec"], json!({"y": 2}));
         assert!(strategic_merge(&mut orig, &json!({"spec": {"$retainKeys": "bad"}})).is_err());
-    }
-}
-
-impl ResourceDef {
-    /// Whether strategic merge patch is allowed.
-    pub fn allows_strategic(&self) -> bool {
-        self.builtin
     }
 }

@@ -389,7 +389,7 @@ impl Registry {
             }
         }
         for vs in out.values_mut() {
-            vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+            vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out
     }

@@ -340,12 +340,13 @@ async fn handle_inner(
         headers: parts.headers,
         body,
     };
-    if let Some(t) = r.q("timeout") {
-        if !t.is_empty() && parse_go_duration(t).is_none() {
-            return Err(ApiError::bad_request(format!(
-                "invalid timeout specified in the request URL - time: invalid duration {t:?}"
-            )));
-        }
+    if let Some(t) = r.q("timeout")
+        && !t.is_empty()
+        && parse_go_duration(t).is_none()
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid timeout specified in the request URL - time: invalid duration {t:?}"
+        )));
     }
     match srv.route(&r.path)? {
         Route::Resource(t) => Ok(srv.serve_resource(r, t).await),

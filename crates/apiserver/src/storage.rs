@@ -48,6 +48,12 @@ pub enum Mutation {
 
 type Objects = BTreeMap<(String, String), Arc<Value>>;
 
+/// What `mutate` returns: the stored object (None when deleted/absent) and the event.
+pub type MutateResult = (Option<Arc<Value>>, Option<Arc<Event>>);
+
+/// Buffered events, a live receiver, and the current revision.
+pub type WatchStart = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>, u64);
+
 struct Inner {
     rv: u64,
     data: HashMap<String, Objects>,
@@ -171,7 +177,7 @@ impl Storage {
         ns: &str,
         name: &str,
         f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<Mutation, E>,
-    ) -> Result<(Option<Arc<Value>>, Option<Arc<Event>>), E> {
+    ) -> Result<MutateResult, E> {
         let mut inner = self.lock();
         let key = (ns.to_string(), name.to_string());
         let current = inner.data.get(resource).and_then(|m| m.get(&key)).cloned();
@@ -252,10 +258,7 @@ impl Storage {
 
     /// Subscribes to changes after revision `from`: returns the buffered events after it
     /// (all resources; callers filter) and a live receiver that continues exactly after them.
-    pub fn watch_from(
-        &self,
-        from: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>, u64), TooOld> {
+    pub fn watch_from(&self, from: u64) -> Result<WatchStart, TooOld> {
         let inner = self.lock();
         if from < inner.compacted {
             return Err(TooOld {

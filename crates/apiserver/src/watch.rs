@@ -78,12 +78,12 @@ fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, Api
     };
     filter::check_field_selector(&t.def, &fields)?;
     if let Some(name) = &t.name {
-        if let Some(other) = fields.required_value("metadata.name") {
-            if other != name {
-                return Err(ApiError::bad_request(
-                    "fieldSelector metadata.name doesn't match requested name",
-                ));
-            }
+        if let Some(other) = fields.required_value("metadata.name")
+            && other != name
+        {
+            return Err(ApiError::bad_request(
+                "fieldSelector metadata.name doesn't match requested name",
+            ));
         }
         fields
             .requirements

@@ -1,5 +1,26 @@
 //! Kubernetes client: configuration and auth, HTTP transport, typed and dynamic APIs.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), kubewright_client::Error> {
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kubewright_client::{Api, Client};
+//! let client = Client::try_default().await?;
+//! let pods: Api<Pod> = Api::default_namespaced(client);
+//! for p in pods.list(&Default::default()).await? {
+//!     println!("{}", p.metadata.name.unwrap_or_default());
+//! }
+//! # Ok(()) }
+//! ```
 
+pub mod api;
+pub mod client;
 pub mod config;
+pub mod error;
+pub mod limiter;
+pub mod watch;
 
+pub use api::{Api, DeleteResult};
+pub use client::Client;
 pub use config::Config;
+pub use error::{Error, Result};
+pub use kubewright_core as core;

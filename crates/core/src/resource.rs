@@ -33,7 +33,7 @@ impl NamespaceScope for k8s_openapi::ClusterResourceScope {
 /// at run time in an [`ApiResource`](crate::ApiResource).
 pub trait Resource {
     /// Run-time type information needed to describe the type (`()` for static types).
-    type DynamicType: Send + Sync + 'static;
+    type DynamicType: Clone + Send + Sync + 'static;
 
     /// Kind, e.g. `ConfigMap`.
     fn kind(dt: &Self::DynamicType) -> Cow<'_, str>;

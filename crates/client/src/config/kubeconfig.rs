@@ -551,10 +551,11 @@ impl Kubeconfig {
     /// defined them.
     pub fn resolve_relative_paths(&mut self, dir: &Path) {
         fn resolve(p: &mut Option<String>, dir: &Path) {
-            if let Some(s) = p {
-                if !s.is_empty() && Path::new(s.as_str()).is_relative() {
-                    *s = dir.join(s.as_str()).to_string_lossy().into_owned();
-                }
+            if let Some(s) = p
+                && !s.is_empty()
+                && Path::new(s.as_str()).is_relative()
+            {
+                *s = dir.join(s.as_str()).to_string_lossy().into_owned();
             }
         }
         for c in &mut self.clusters {
@@ -564,12 +565,11 @@ impl Kubeconfig {
             resolve(&mut u.user.client_certificate, dir);
             resolve(&mut u.user.client_key, dir);
             resolve(&mut u.user.token_file, dir);
-            if let Some(exec) = &mut u.user.exec {
-                if exec.command.contains(std::path::is_separator)
-                    && Path::new(&exec.command).is_relative()
-                {
-                    exec.command = dir.join(&exec.command).to_string_lossy().into_owned();
-                }
+            if let Some(exec) = &mut u.user.exec
+                && exec.command.contains(std::path::is_separator)
+                && Path::new(&exec.command).is_relative()
+            {
+                exec.command = dir.join(&exec.command).to_string_lossy().into_owned();
             }
         }
     }

@@ -1,0 +1,408 @@
+//! Component schemas: built-in types from k8s-openapi's `schemars` implementations (which
+//! already carry the Kubernetes definition names), touched up with the extensions
+//! kube-apiserver publishes, and custom resources from their CRD's `openAPIV3Schema`.
+
+use super::k8s_ext::{ATOMIC_STRUCTS, FIELD_EXTENSIONS, KIND_REQUIRED};
+use k8s_openapi::schemars::generate::SchemaSettings;
+use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+/// Prefix of an OpenAPI v3 schema reference.
+pub(super) const V3_REF: &str = "#/components/schemas/";
+/// Prefix of a Swagger 2.0 schema reference.
+pub(super) const V2_REF: &str = "#/definitions/";
+
+/// `meta/v1` definition names used by the paths.
+pub(super) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+pub(super) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+pub(super) const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+pub(super) const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+pub(super) const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
+pub(super) const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+
+const API_VERSION_DESC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const KIND_DESC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+
+/// Group, version, kind.
+pub(super) type Gvk = (String, String, String);
+
+/// Every built-in schema, built once.
+pub(super) struct Builtins {
+    /// Definition name -> schema (references as `#/components/schemas/<name>`).
+    pub schemas: BTreeMap<String, Value>,
+    /// Top-level kinds (and their lists) -> definition name.
+    pub kinds: BTreeMap<Gvk, String>,
+}
+
+/// The built-in schemas.
+pub(super) static BUILTINS: LazyLock<Builtins> = LazyLock::new(build_builtins);
+
+struct Collector {
+    generator: SchemaGenerator,
+    kinds: Vec<(Gvk, String)>,
+}
+
+impl Collector {
+    fn add<T: JsonSchema>(&mut self) -> String {
+        let r = self.generator.subschema_for::<T>();
+        r.as_value()
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|s| s.strip_prefix(V3_REF))
+            .map(str::to_string)
+            .unwrap_or_else(|| T::schema_name().into_owned())
+    }
+
+    fn kind<T: JsonSchema + k8s_openapi::Resource>(&mut self) {
+        let name = self.add::<T>();
+        let gvk = (T::GROUP.to_string(), T::VERSION.to_string(), T::KIND.to_string());
+        self.kinds.push((gvk, name));
+    }
+}
+
+/// The top-level kinds with schemas: the types served (the list of `builtin_resources()`),
+/// the access reviews and the kinds of the subresources.
+macro_rules! kinds {
+    ($c:expr; $($ty:path),* $(,)?) => {
+        $( $c.kind::<$ty>(); )*
+    };
+}
+
+fn build_builtins() -> Builtins {
+    use k8s_openapi::api as a;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.definitions_path = "/components/schemas".into();
+        s.meta_schema = None;
+    });
+    let mut c = Collector {
+        generator: SchemaGenerator::new(settings),
+        kinds: Vec::new(),
+    };
+    kinds![c;
+        a::core::v1::ConfigMap,
+        a::core::v1::Endpoints,
+        a::core::v1::Event,
+        a::core::v1::LimitRange,
+        a::core::v1::Namespace,
+        a::core::v1::Node,
+        a::core::v1::PersistentVolume,
+        a::core::v1::PersistentVolumeClaim,
+        a::core::v1::Pod,
+        a::core::v1::PodTemplate,
+        a::core::v1::ReplicationController,
+        a::core::v1::ResourceQuota,
+        a::core::v1::Secret,
+        a::core::v1::Service,
+        a::core::v1::ServiceAccount,
+        a::admissionregistration::v1::MutatingWebhookConfiguration,
+        a::admissionregistration::v1::ValidatingWebhookConfiguration,
+        a::admissionregistration::v1::ValidatingAdmissionPolicy,
+        a::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+        a::apps::v1::ControllerRevision,
+        a::apps::v1::DaemonSet,
+        a::apps::v1::Deployment,
+        a::apps::v1::ReplicaSet,
+        a::apps::v1::StatefulSet,
+        a::autoscaling::v2::HorizontalPodAutoscaler,
+        a::batch::v1::CronJob,
+        a::batch::v1::Job,
+        a::certificates::v1::CertificateSigningRequest,
+        a::coordination::v1::Lease,
+        a::discovery::v1::EndpointSlice,
+        a::events::v1::Event,
+        a::flowcontrol::v1::FlowSchema,
+        a::flowcontrol::v1::PriorityLevelConfiguration,
+        a::networking::v1::Ingress,
+        a::networking::v1::IngressClass,
+        a::networking::v1::IPAddress,
+        a::networking::v1::NetworkPolicy,
+        a::networking::v1::ServiceCIDR,
+        a::node::v1::RuntimeClass,
+        a::policy::v1::PodDisruptionBudget,
+        a::rbac::v1::ClusterRole,
+        a::rbac::v1::ClusterRoleBinding,
+        a::rbac::v1::Role,
+        a::rbac::v1::RoleBinding,
+        a::scheduling::v1::PriorityClass,
+        a::storage::v1::CSIDriver,
+        a::storage::v1::CSINode,
+        a::storage::v1::CSIStorageCapacity,
+        a::storage::v1::StorageClass,
+        a::storage::v1::VolumeAttachment,
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        // Access reviews and subresource kinds.
+        a::authorization::v1::SelfSubjectAccessReview,
+        a::authorization::v1::SelfSubjectRulesReview,
+        a::authentication::v1::SelfSubjectReview,
+        a::authentication::v1::TokenRequest,
+        a::autoscaling::v1::Scale,
+        a::core::v1::Binding,
+        a::policy::v1::Eviction,
+    ];
+    for name in [
+        c.add::<meta::ObjectMeta>(),
+        c.add::<meta::ListMeta>(),
+        c.add::<meta::Status>(),
+        c.add::<meta::DeleteOptions>(),
+        c.add::<meta::WatchEvent<k8s_openapi::apimachinery::pkg::runtime::RawExtension>>(),
+        c.add::<meta::Patch>(),
+        c.add::<meta::APIResourceList>(),
+    ] {
+        debug_assert!(name.starts_with("io.k8s.apimachinery."), "{name}");
+    }
+    let mut schemas: BTreeMap<String, Value> = c
+        .generator
+        .take_definitions(false)
+        .into_iter()
+        .map(|(k, mut v)| {
+            wrap_ref_siblings(&mut v);
+            (k, v)
+        })
+        .collect();
+    touch_up(&mut schemas);
+    let mut kinds = BTreeMap::new();
+    for (gvk, name) in c.kinds {
+        if let Some(s) = schemas.get_mut(&name) {
+            set_gvk(s, &gvk);
+        }
+        let list_name = format!("{name}List");
+        let list_gvk = (gvk.0.clone(), gvk.1.clone(), format!("{}List", gvk.2));
+        if !schemas.contains_key(&list_name) {
+            schemas.insert(list_name.clone(), list_schema(&gvk.2, &name, &list_gvk));
+        }
+        kinds.insert(list_gvk, list_name);
+        kinds.insert(gvk, name);
+    }
+    if let Some(s) = schemas.get_mut(STATUS) {
+        set_gvk(s, &(String::new(), "v1".into(), "Status".into()));
+    }
+    Builtins { schemas, kinds }
+}
+
+/// Adds the extensions and required lists kube-apiserver publishes and k8s-openapi lacks.
+fn touch_up(schemas: &mut BTreeMap<String, Value>) {
+    for (def, prop, ext) in FIELD_EXTENSIONS {
+        let Some(p) = schemas
+            .get_mut(*def)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(|p| p.get_mut(*prop))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        if let Ok(Value::Object(ext)) = serde_json::from_str::<Value>(ext) {
+            p.extend(ext);
+        }
+    }
+    for def in ATOMIC_STRUCTS {
+        if let Some(s) = schemas.get_mut(*def).and_then(Value::as_object_mut) {
+            s.insert("x-kubernetes-map-type".into(), json!("atomic"));
+        }
+    }
+    for (def, required) in KIND_REQUIRED {
+        let Some(s) = schemas.get_mut(*def).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let keep: Vec<Value> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|r| r.as_str().is_some_and(|r| required.contains(&r)))
+            .cloned()
+            .collect();
+        if keep.is_empty() {
+            s.remove("required");
+        } else {
+            s.insert("required".into(), Value::Array(keep));
+        }
+    }
+}
+
+fn set_gvk(schema: &mut Value, gvk: &Gvk) {
+    if let Some(o) = schema.as_object_mut() {
+        o.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([{"group": gvk.0, "kind": gvk.2, "version": gvk.1}]),
+        );
+    }
+}
+
+/// A `$ref` with siblings (a description) becomes `allOf: [{$ref}]` plus the siblings, as
+/// kube-apiserver publishes it: OpenAPI 3.0 ignores the siblings of a `$ref`.
+pub(super) fn wrap_ref_siblings(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            // A property named `$ref` (in JSONSchemaProps) is an object, not a reference.
+            if o.len() > 1 && o.get("$ref").is_some_and(Value::is_string) {
+                if let Some(r) = o.remove("$ref") {
+                    o.insert("allOf".into(), json!([{ "$ref": r }]));
+                }
+            }
+            for x in o.values_mut() {
+                wrap_ref_siblings(x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(wrap_ref_siblings),
+        _ => {}
+    }
+}
+
+fn ref_to(name: &str) -> Value {
+    json!({ "$ref": format!("{V3_REF}{name}") })
+}
+
+fn type_meta_props(props: &mut Map<String, Value>) {
+    props.insert(
+        "apiVersion".into(),
+        json!({"description": API_VERSION_DESC, "type": "string"}),
+    );
+    props.insert(
+        "kind".into(),
+        json!({"description": KIND_DESC, "type": "string"}),
+    );
+}
+
+/// `<Kind>List`.
+fn list_schema(kind: &str, item: &str, list_gvk: &Gvk) -> Value {
+    let mut props = Map::new();
+    type_meta_props(&mut props);
+    props.insert(
+        "items".into(),
+        json!({"description": format!("List of {kind} objects."), "type": "array", "items": ref_to(item)}),
+    );
+    props.insert(
+        "metadata".into(),
+        json!({"allOf": [ref_to(LIST_META)], "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}),
+    );
+    let mut s = json!({
+        "description": format!("{kind}List is a list of {kind} objects."),
+        "type": "object",
+        "properties": props,
+        "required": ["items"],
+    });
+    set_gvk(&mut s, list_gvk);
+    s
+}
+
+/// Kubernetes' definition name of a custom resource: the reversed group, version, kind
+/// (`com.example.stable.v1.CronTab`).
+pub(super) fn crd_definition_name(group: &str, version: &str, kind: &str) -> String {
+    let mut parts: Vec<&str> = group.split('.').collect();
+    parts.reverse();
+    format!("{}.{version}.{kind}", parts.join("."))
+}
+
+/// The schemas of a custom resource version: the object and its list.
+pub(super) fn crd_schemas(
+    group: &str,
+    version: &str,
+    kind: &str,
+    schema: Option<&Value>,
+) -> Vec<(String, Value)> {
+    let name = crd_definition_name(group, version, kind);
+    let gvk = (group.to_string(), version.to_string(), kind.to_string());
+    let mut s = match schema {
+        Some(Value::Object(o)) => Value::Object(o.clone()),
+        _ => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    };
+    if let Some(o) = s.as_object_mut() {
+        o.entry("type").or_insert_with(|| json!("object"));
+        let props = o
+            .entry("properties")
+            .or_insert_with(|| json!({}))
+            .as_object_mut();
+        if let Some(props) = props {
+            type_meta_props(props);
+            props.insert(
+                "metadata".into(),
+                json!({"allOf": [ref_to(OBJECT_META)], "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}),
+            );
+        }
+    }
+    set_gvk(&mut s, &gvk);
+    let list_gvk = (gvk.0.clone(), gvk.1.clone(), format!("{kind}List"));
+    let list = list_schema(kind, &name, &list_gvk);
+    vec![(format!("{name}List"), list), (name, s)]
+}
+
+/// Adds to `out` every schema of `pool` (or `extra`) reachable from the references in `root`.
+pub(super) fn closure(
+    root: &Value,
+    builtins: &BTreeMap<String, Value>,
+    extra: &BTreeMap<String, Value>,
+) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let mut todo: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    collect_refs(root, &mut todo);
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let Some(s) = extra.get(&name).or_else(|| builtins.get(&name)) else {
+            continue;
+        };
+        collect_refs(s, &mut todo);
+        out.insert(name, s.clone());
+    }
+    out
+}
+
+fn collect_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                if k == "$ref" {
+                    if let Some(n) = x.as_str().and_then(|r| r.strip_prefix(V3_REF)) {
+                        out.push(n.to_string());
+                    }
+                } else {
+                    collect_refs(x, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
+        _ => {}
+    }
+}
+
+/// Rewrites a v3 schema for Swagger 2.0: references under `#/definitions/` and a lone
+/// `allOf: [{$ref}]` back to a `$ref` with siblings, as kube-apiserver's v2 document has.
+pub(super) fn to_v2(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            let lone_ref = o
+                .get("allOf")
+                .and_then(Value::as_array)
+                .filter(|a| a.len() == 1)
+                .and_then(|a| a[0].as_object())
+                .filter(|r| r.len() == 1)
+                .and_then(|r| r.get("$ref"))
+                .cloned();
+            if let Some(r) = lone_ref {
+                o.remove("allOf");
+                o.insert("$ref".into(), r);
+            }
+            if let Some(Value::String(r)) = o.get_mut("$ref") {
+                if let Some(n) = r.strip_prefix(V3_REF) {
+                    *r = format!("{V2_REF}{n}");
+                }
+            }
+            // Swagger 2.0 has no `nullable` (a boolean keyword; a property of that name in a
+            // `properties` map is an object).
+            if o.get("nullable").is_some_and(Value::is_boolean) {
+                o.remove("nullable");
+            }
+            for x in o.values_mut() {
+                to_v2(x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(to_v2),
+        _ => {}
+    }
+}

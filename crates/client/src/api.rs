@@ -1,0 +1,343 @@
+//! `Api<K>`: typed (and dynamic) access to one resource type.
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::autoscaling::v1::Scale;
+use kubewright_core::{
+    ApiResource, DeleteParams, ListParams, ObjectList, PartialObjectMetadata, Patch, PatchParams,
+    PostParams, Request, Resource, Scope, Status, WatchEvent, WatchParams,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+
+/// What a delete returned: the object (still present, e.g. with finalizers, or a kind
+/// that returns objects) or a success Status (gone).
+#[derive(Debug, Clone)]
+pub enum DeleteResult<K> {
+    /// The object, with a deletionTimestamp when deletion is deferred.
+    Object(K),
+    /// The object is gone.
+    Status(Box<Status>),
+}
+
+impl<K> DeleteResult<K> {
+    /// The object, when one was returned.
+    pub fn object(self) -> Option<K> {
+        match self {
+            Self::Object(k) => Some(k),
+            Self::Status(_) => None,
+        }
+    }
+}
+
+/// Typed access to a resource in a namespace, across all namespaces, or at cluster scope.
+///
+/// ```no_run
+/// # async fn run(client: kubewright_client::Client) -> Result<(), kubewright_client::Error> {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubewright_client::Api;
+/// use kubewright_core::ListParams;
+/// let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+/// for cm in cms.list(&ListParams::default()).await? {
+///     println!("{:?}", cm.metadata.name);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Api<K: Resource> {
+    client: Client,
+    request: Request,
+    dyntype: K::DynamicType,
+    namespace: Option<String>,
+}
+
+impl<K: Resource> Debug for Api<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("url_path", &self.request.url_path)
+            .finish()
+    }
+}
+
+impl<K> Api<K>
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    /// Every namespace (namespaced types) or the cluster (cluster-scoped types).
+    pub fn all(client: Client) -> Self {
+        Self::all_with(client, &K::DynamicType::default())
+    }
+    /// One namespace. For cluster-scoped types the namespace is ignored.
+    pub fn namespaced(client: Client, ns: &str) -> Self {
+        Self::namespaced_with(client, ns, &K::DynamicType::default())
+    }
+    /// The client's default namespace.
+    pub fn default_namespaced(client: Client) -> Self {
+        let ns = client.default_namespace().to_string();
+        Self::namespaced(client, &ns)
+    }
+}
+
+impl<K: Resource> Api<K> {
+    /// Every namespace, with explicit type information (dynamic objects).
+    pub fn all_with(client: Client, dt: &K::DynamicType) -> Self
+    where
+        K::DynamicType: Clone,
+    {
+        Self {
+            request: Request::new(K::url_path(dt, None)),
+            client,
+            dyntype: dt.clone(),
+            namespace: None,
+        }
+    }
+    /// One namespace, with explicit type information.
+    pub fn namespaced_with(client: Client, ns: &str, dt: &K::DynamicType) -> Self
+    where
+        K::DynamicType: Clone,
+    {
+        let namespace = (K::scope(dt) == Scope::Namespaced).then(|| ns.to_string());
+        Self {
+            request: Request::new(K::url_path(dt, namespace.as_deref())),
+            client,
+            dyntype: dt.clone(),
+            namespace,
+        }
+    }
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+    /// The namespace this Api is bound to.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+    /// The collection URL path.
+    pub fn url_path(&self) -> &str {
+        &self.request.url_path
+    }
+    /// Type information.
+    pub fn resource(&self) -> ApiResource {
+        ApiResource::erase::<K>(&self.dyntype)
+    }
+}
+
+fn metadata_accept(list: bool) -> &'static str {
+    if list {
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+    } else {
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+    }
+}
+
+impl<K> Api<K>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+{
+    /// Gets an object (404 -> `Error::Api`).
+    pub async fn get(&self, name: &str) -> Result<K> {
+        self.client.request(self.request.get(name, None)?).await
+    }
+
+    /// Gets an object, `None` when it does not exist.
+    pub async fn get_opt(&self, name: &str) -> Result<Option<K>> {
+        match self.get(name).await {
+            Ok(o) => Ok(Some(o)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Lists one page (or everything when `limit` is unset).
+    pub async fn list(&self, lp: &ListParams) -> Result<ObjectList<K>> {
+        self.client.request(self.request.list(lp)?).await
+    }
+
+    /// Lists every object, following `continue` tokens page by page (`lp.limit` is the
+    /// page size; 500 when unset, like client-go's pager).
+    pub async fn list_all(&self, lp: &ListParams) -> Result<ObjectList<K>> {
+        let mut lp = lp.clone();
+        if lp.limit.is_none() {
+            lp.limit = Some(500);
+        }
+        let mut first = self.list(&lp).await?;
+        while let Some(tok) = first.continue_token().map(str::to_string) {
+            let page = self.list(&lp.clone().continue_token(&tok)).await?;
+            first.items.extend(page.items);
+            first.metadata.continue_ = page.metadata.continue_;
+            first.metadata.remaining_item_count = None;
+        }
+        Ok(first)
+    }
+
+    /// Creates an object.
+    pub async fn create(&self, pp: &PostParams, obj: &K) -> Result<K> {
+        self.client.request(self.request.create(pp, obj)?).await
+    }
+
+    /// Replaces an object (PUT); `metadata.resourceVersion` makes it conditional.
+    pub async fn replace(&self, name: &str, pp: &PostParams, obj: &K) -> Result<K> {
+        self.client
+            .request(self.request.replace(name, None, pp, obj)?)
+            .await
+    }
+
+    /// Patches an object with any of the four patch kinds.
+    pub async fn patch<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<K> {
+        self.client
+            .request(self.request.patch(name, None, pp, patch)?)
+            .await
+    }
+
+    /// Deletes an object.
+    pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<DeleteResult<K>> {
+        let v: serde_json::Value = self.client.request(self.request.delete(name, dp)?).await?;
+        decode_delete(v)
+    }
+
+    /// Deletes every object matching the list params; returns the deleted objects.
+    pub async fn delete_collection(
+        &self,
+        dp: &DeleteParams,
+        lp: &ListParams,
+    ) -> Result<DeleteResult<ObjectList<K>>> {
+        let v: serde_json::Value = self
+            .client
+            .request(self.request.delete_collection(dp, lp)?)
+            .await?;
+        decode_delete(v)
+    }
+
+    /// Watches from `resource_version` (`""` = current state as ADDED events, then
+    /// changes). The stream ends when the server closes it.
+    pub async fn watch(
+        &self,
+        wp: &WatchParams,
+        resource_version: &str,
+    ) -> Result<impl Stream<Item = Result<WatchEvent<K>>> + Send + use<K>> {
+        let chunks = self
+            .client
+            .request_stream(self.request.watch(wp, resource_version)?)
+            .await?;
+        Ok(crate::watch::decode_events::<K, _>(Box::pin(chunks)))
+    }
+
+    /// Gets the object via `/status`.
+    pub async fn get_status(&self, name: &str) -> Result<K> {
+        self.client
+            .request(self.request.get(name, Some("status"))?)
+            .await
+    }
+    /// Replaces `/status`.
+    pub async fn replace_status(&self, name: &str, pp: &PostParams, obj: &K) -> Result<K> {
+        self.client
+            .request(self.request.replace(name, Some("status"), pp, obj)?)
+            .await
+    }
+    /// Patches `/status`.
+    pub async fn patch_status<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<K> {
+        self.client
+            .request(self.request.patch(name, Some("status"), pp, patch)?)
+            .await
+    }
+    /// Gets `/scale`.
+    pub async fn get_scale(&self, name: &str) -> Result<Scale> {
+        self.client
+            .request(self.request.get(name, Some("scale"))?)
+            .await
+    }
+    /// Replaces `/scale`.
+    pub async fn replace_scale(&self, name: &str, pp: &PostParams, scale: &Scale) -> Result<Scale> {
+        self.client
+            .request(self.request.replace(name, Some("scale"), pp, scale)?)
+            .await
+    }
+    /// Patches `/scale`.
+    pub async fn patch_scale<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<Scale> {
+        self.client
+            .request(self.request.patch(name, Some("scale"), pp, patch)?)
+            .await
+    }
+
+    /// Gets only the metadata of an object.
+    pub async fn get_metadata(&self, name: &str) -> Result<PartialObjectMetadata> {
+        let mut req = self.request.get(name, None)?;
+        req.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(metadata_accept(false)),
+        );
+        self.client.request(req).await
+    }
+    /// Lists only metadata.
+    pub async fn list_metadata(
+        &self,
+        lp: &ListParams,
+    ) -> Result<ObjectList<PartialObjectMetadata>> {
+        let mut req = self.request.list(lp)?;
+        req.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(metadata_accept(true)),
+        );
+        self.client.request(req).await
+    }
+    /// Watches only metadata.
+    pub async fn watch_metadata(
+        &self,
+        wp: &WatchParams,
+        resource_version: &str,
+    ) -> Result<impl Stream<Item = Result<WatchEvent<PartialObjectMetadata>>> + Send + use<K>> {
+        let mut req = self.request.watch(wp, resource_version)?;
+        req.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(metadata_accept(false)),
+        );
+        let chunks = self.client.request_stream(req).await?;
+        Ok(crate::watch::decode_events::<PartialObjectMetadata, _>(
+            Box::pin(chunks),
+        ))
+    }
+
+    /// Collects a finite watch (one with a server timeout) into a Vec.
+    pub async fn watch_collect(
+        &self,
+        wp: &WatchParams,
+        resource_version: &str,
+    ) -> Result<Vec<WatchEvent<K>>> {
+        let s = self.watch(wp, resource_version).await?;
+        s.collect::<Vec<_>>().await.into_iter().collect()
+    }
+}
+
+fn decode_delete<T: DeserializeOwned>(v: serde_json::Value) -> Result<DeleteResult<T>> {
+    if v.get("kind").and_then(serde_json::Value::as_str) == Some("Status") {
+        let s: Status = serde_json::from_value(v).map_err(|source| Error::Decode {
+            what: "Status".into(),
+            source,
+        })?;
+        return Ok(DeleteResult::Status(Box::new(s)));
+    }
+    serde_json::from_value(v)
+        .map(DeleteResult::Object)
+        .map_err(|source| Error::Decode {
+            what: "object".into(),
+            source,
+        })
+}

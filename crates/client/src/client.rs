@@ -1,0 +1,419 @@
+//! The HTTP client: one stack of auth -> rate limit -> retry -> hyper (HTTP/2 by ALPN
+//! over TLS, HTTP/1.1 otherwise), shared by every API of a [`Client`].
+
+use crate::config::{Authenticator, Config};
+use crate::error::{Error, Result};
+use crate::limiter::TokenBucket;
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, header};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kubewright_core::Status;
+use serde::de::DeserializeOwned;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
+
+/// A callback receiving the server's `Warning` headers (deprecations, unknown fields).
+pub type WarningHandler = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A Kubernetes API client. Cheap to clone; clones share connections, auth and the
+/// QPS/Burst limiter.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: HyperClient,
+    base: Uri,
+    auth: Authenticator,
+    limiter: Option<Arc<TokenBucket>>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    default_namespace: String,
+    max_retries: u32,
+    read_timeout: Option<Duration>,
+    warnings: Option<WarningHandler>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.inner.base)
+            .field("default_namespace", &self.inner.default_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TryFrom<Config> for Client {
+    type Error = Error;
+    fn try_from(config: Config) -> Result<Self> {
+        Client::new(config)
+    }
+}
+
+fn is_idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS
+    )
+}
+
+impl Client {
+    /// A client for the given configuration.
+    pub fn new(config: Config) -> Result<Self> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(config.connect_timeout);
+        let mut tls = config.rustls_config()?;
+        // The connector sets ALPN (h2, http/1.1) itself and requires it empty here.
+        tls.alpn_protocols.clear();
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        let builder = match &config.tls_server_name {
+            Some(name) => {
+                let server_name = rustls_pki_types::ServerName::try_from(name.clone())
+                    .map_err(|e| Error::Tls(format!("invalid tls-server-name {name:?}: {e}")))?;
+                builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(
+                    server_name,
+                ))
+            }
+            None => builder,
+        };
+        let connector = builder.enable_all_versions().wrap_connector(http);
+        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .http2_keep_alive_interval(Some(Duration::from_secs(30)))
+            .http2_keep_alive_while_idle(true)
+            .build(connector);
+        let mut headers = config.headers.clone();
+        headers.extend(config.impersonation_headers()?);
+        if let Ok(ua) = HeaderValue::from_str(&config.user_agent) {
+            headers.push((header::USER_AGENT, ua));
+        }
+        let base_text = config.cluster_url.to_string();
+        let base: Uri = base_text
+            .trim_end_matches('/')
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| Error::Tls(format!("invalid cluster URL: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                http,
+                base,
+                auth: config.authenticator(),
+                limiter: TokenBucket::new(config.qps, config.burst).map(Arc::new),
+                headers,
+                default_namespace: config.default_namespace.clone(),
+                max_retries: config.max_retries,
+                read_timeout: config.read_timeout,
+                warnings: None,
+            }),
+        })
+    }
+
+    /// A client from the inferred configuration (kubeconfig, else in-cluster).
+    pub async fn try_default() -> Result<Self> {
+        Self::new(Config::infer().await?)
+    }
+
+    /// Replaces the warning handler (default: log through `tracing` at warn level).
+    #[must_use]
+    pub fn with_warning_handler(self, handler: WarningHandler) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                http: inner.http.clone(),
+                base: inner.base.clone(),
+                auth: inner.auth.clone(),
+                limiter: inner.limiter.clone(),
+                headers: inner.headers.clone(),
+                default_namespace: inner.default_namespace.clone(),
+                max_retries: inner.max_retries,
+                read_timeout: inner.read_timeout,
+                warnings: Some(handler),
+            }),
+        }
+    }
+
+    /// The namespace from the configuration (context namespace, in-cluster namespace or
+    /// `default`).
+    pub fn default_namespace(&self) -> &str {
+        &self.inner.default_namespace
+    }
+
+    fn url(&self, path_and_query: &str) -> Result<Uri> {
+        let text = format!("{}{}", self.inner.base, path_and_query);
+        text.parse()
+            .map_err(|e: http::uri::InvalidUri| Error::Transport {
+                url: path_and_query.to_string(),
+                source: Box::new(e),
+            })
+    }
+
+    /// Sends a request and returns the raw response (after auth, rate limiting and
+    /// retries). Error statuses are *not* converted; see [`Client::request_bytes`].
+    pub async fn send(&self, req: Request<Vec<u8>>) -> Result<Response<Incoming>> {
+        let (parts, body) = req.into_parts();
+        let body = Bytes::from(body);
+        let path = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".into());
+        let uri = self.url(&path)?;
+        let mut attempt = 0u32;
+        let mut auth_retried = false;
+        loop {
+            if let Some(l) = &self.inner.limiter {
+                l.acquire().await;
+            }
+            let mut builder = Request::builder()
+                .method(parts.method.clone())
+                .uri(uri.clone());
+            for (k, v) in &self.inner.headers {
+                builder = builder.header(k, v);
+            }
+            for (k, v) in &parts.headers {
+                builder = builder.header(k, v);
+            }
+            if !parts.headers.contains_key(header::ACCEPT) {
+                builder = builder.header(header::ACCEPT, "application/json");
+            }
+            builder = builder.header(header::ACCEPT_ENCODING, "gzip");
+            if let Some(h) = self.inner.auth.header().await? {
+                builder = builder.header(header::AUTHORIZATION, h);
+            }
+            let req = builder
+                .body(Full::new(body.clone()))
+                .map_err(|e| Error::Transport {
+                    url: path.clone(),
+                    source: Box::new(e),
+                })?;
+            let result = self.inner.http.request(req).await;
+            let resp = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    if is_idempotent(&parts.method) && attempt < self.inner.max_retries {
+                        attempt += 1;
+                        tracing::debug!(%path, attempt, "connection error, retrying: {e}");
+                        tokio::time::sleep(backoff(attempt)).await;
+                        continue;
+                    }
+                    return Err(Error::Transport {
+                        url: path,
+                        source: Box::new(e),
+                    });
+                }
+            };
+            self.surface_warnings(resp.headers());
+            let status = resp.status();
+            if status == StatusCode::UNAUTHORIZED
+                && !auth_retried
+                && self.inner.auth.is_refreshable()
+            {
+                auth_retried = true;
+                self.inner.auth.invalidate();
+                continue;
+            }
+            let retry_after = resp
+                .headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            let retryable = status == StatusCode::TOO_MANY_REQUESTS
+                || (status.is_server_error() && retry_after.is_some())
+                || ((status == StatusCode::SERVICE_UNAVAILABLE
+                    || status == StatusCode::GATEWAY_TIMEOUT)
+                    && is_idempotent(&parts.method));
+            if retryable && attempt < self.inner.max_retries {
+                attempt += 1;
+                let wait = retry_after
+                    .map(Duration::from_secs)
+                    .unwrap_or_else(|| backoff(attempt))
+                    .min(Duration::from_secs(60));
+                tracing::debug!(%path, %status, attempt, ?wait, "retrying");
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            return Ok(resp);
+        }
+    }
+
+    fn surface_warnings(&self, headers: &http::HeaderMap) {
+        for w in headers.get_all("warning") {
+            let Ok(text) = w.to_str() else { continue };
+            let msg = parse_warning(text);
+            match &self.inner.warnings {
+                Some(h) => h(&msg),
+                None => tracing::warn!(target: "kubewright::warning", "{msg}"),
+            }
+        }
+    }
+
+    /// Sends a request and returns the body bytes of a successful response; error
+    /// responses become [`Error::Api`].
+    pub async fn request_bytes(&self, req: Request<Vec<u8>>) -> Result<(StatusCode, Bytes)> {
+        let fut = async {
+            let resp = self.send(req).await?;
+            let status = resp.status();
+            let gzip = is_gzip(resp.headers());
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Error::Body(Box::new(e)))?
+                .to_bytes();
+            let body = if gzip { gunzip(&body)? } else { body };
+            if !status.is_success() {
+                return Err(Error::Api(Box::new(status_from_body(status, &body))));
+            }
+            Ok((status, body))
+        };
+        match self.inner.read_timeout {
+            Some(t) => tokio::time::timeout(t, fut)
+                .await
+                .map_err(|_| Error::Timeout(t))?,
+            None => fut.await,
+        }
+    }
+
+    /// Sends a request and decodes a JSON response into `T`.
+    pub async fn request<T: DeserializeOwned>(&self, req: Request<Vec<u8>>) -> Result<T> {
+        let (_, body) = self.request_bytes(req).await?;
+        serde_json::from_slice(&body).map_err(|source| Error::Decode {
+            what: std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("object")
+                .to_string(),
+            source,
+        })
+    }
+
+    /// Sends a request and returns the text body.
+    pub async fn request_text(&self, req: Request<Vec<u8>>) -> Result<String> {
+        let (_, body) = self.request_bytes(req).await?;
+        String::from_utf8(body.to_vec()).map_err(|e| Error::Body(Box::new(e)))
+    }
+
+    /// Sends a request and streams the response body (e.g. a watch). An error status
+    /// becomes [`Error::Api`] before streaming starts.
+    pub async fn request_stream(
+        &self,
+        req: Request<Vec<u8>>,
+    ) -> Result<impl Stream<Item = Result<Bytes>> + Send + use<>> {
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        if !status.is_success() {
+            let gzip = is_gzip(resp.headers());
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Error::Body(Box::new(e)))?
+                .to_bytes();
+            let body = if gzip { gunzip(&body)? } else { body };
+            return Err(Error::Api(Box::new(status_from_body(status, &body))));
+        }
+        let body = resp.into_body();
+        Ok(futures::stream::unfold(body, |mut body| async move {
+            loop {
+                match body.frame().await {
+                    None => return None,
+                    Some(Err(e)) => return Some((Err(Error::Body(Box::new(e))), body)),
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Some((Ok(data), body));
+                        }
+                    }
+                }
+            }
+        }))
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    // 1 s like client-go's default retry wait, with jitter, capped.
+    let base = Duration::from_millis(250u64.saturating_mul(1 << attempt.min(6)));
+    let jitter = rand::random::<u64>() % 100;
+    (base + Duration::from_millis(jitter)).min(Duration::from_secs(10))
+}
+
+fn is_gzip(h: &http::HeaderMap) -> bool {
+    h.get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("gzip"))
+}
+
+fn gunzip(b: &[u8]) -> Result<Bytes> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .map_err(|e| Error::Body(Box::new(e)))?;
+    Ok(Bytes::from(out))
+}
+
+/// The Status of an error response: decoded when the body is one, else synthesised
+/// from the HTTP code (text/plain 429s, unknown-path 404s, proxies).
+pub fn status_from_body(code: StatusCode, body: &[u8]) -> Status {
+    if let Ok(mut s) = serde_json::from_slice::<Status>(body)
+        && (s.kind == "Status" || !s.reason.is_empty() || s.code != 0)
+    {
+        if s.code == 0 {
+            s.code = code.as_u16();
+        }
+        if s.reason.is_empty() {
+            s.reason = Status::from_http(code.as_u16(), "").reason;
+        }
+        return s;
+    }
+    Status::from_http(code.as_u16(), &String::from_utf8_lossy(body))
+}
+
+/// Extracts the text of a `Warning: 299 - "text"` header.
+pub fn parse_warning(h: &str) -> String {
+    let rest = h.trim();
+    let rest = rest
+        .split_once(' ')
+        .map(|(_, r)| r)
+        .unwrap_or(rest)
+        .trim_start();
+    let rest = rest.split_once(' ').map(|(_, r)| r).unwrap_or(rest).trim();
+    let unquoted = rest
+        .strip_prefix('"')
+        .and_then(|r| r.rsplit_once('"').map(|(t, _)| t))
+        .unwrap_or(rest);
+    unquoted.replace("\\\"", "\"").replace("\\\\", "\\")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_and_statuses() {
+        assert_eq!(
+            parse_warning(r#"299 - "unknown field \"spec.foo\"""#),
+            r#"unknown field "spec.foo""#
+        );
+        let s = status_from_body(
+            StatusCode::TOO_MANY_REQUESTS,
+            b"Too many requests, please try again later.\n",
+        );
+        assert!(s.is_too_many_requests());
+        let s = status_from_body(StatusCode::NOT_FOUND, br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"x"}"#);
+        assert!(s.is_not_found());
+        let s = status_from_body(StatusCode::INTERNAL_SERVER_ERROR, b"{\"truncated");
+        assert_eq!(s.code, 500);
+        let s = status_from_body(StatusCode::BAD_GATEWAY, b"<html>bad gateway</html>");
+        assert_eq!(s.code, 502);
+    }
+}

@@ -1,0 +1,192 @@
+//! One entry point for integration tests: the embedded API server by default, or a real
+//! cluster when `KUBEWRIGHT_TEST_KUBECONFIG` names a kubeconfig.
+//!
+//! ```no_run
+//! # async fn t() {
+//! let env = kubewright_testing::TestEnv::start().await;
+//! let client = env.client();
+//! let ns = env.namespace().await; // unique, deleted when `env` drops
+//! # let _ = (client, ns);
+//! # }
+//! ```
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kubewright_apiserver::TestServer;
+use kubewright_client::config::{KubeConfigOptions, Kubeconfig};
+use kubewright_client::{Api, Client, Config};
+use kubewright_core::{DeleteParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The variable that switches tests to a real cluster.
+pub const KUBECONFIG_ENV: &str = "KUBEWRIGHT_TEST_KUBECONFIG";
+
+/// A test environment: a server (embedded or real), a client, and namespaces to clean up.
+pub struct TestEnv {
+    server: Option<TestServer>,
+    config: Config,
+    client: Client,
+    namespaces: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for TestEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestEnv")
+            .field("embedded", &self.server.is_some())
+            .finish()
+    }
+}
+
+fn random_suffix() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+impl TestEnv {
+    /// Starts the environment. Panics (it is a test helper) when the server cannot start
+    /// or the configured kubeconfig cannot be read.
+    #[allow(clippy::panic)]
+    pub async fn start() -> Self {
+        match std::env::var(KUBECONFIG_ENV) {
+            Ok(path) if !path.is_empty() => {
+                let kc = Kubeconfig::read_from(&path)
+                    .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path}: {e}"));
+                let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path}: {e}"));
+                let client = Client::new(config.clone()).unwrap_or_else(|e| panic!("client: {e}"));
+                Self {
+                    server: None,
+                    config,
+                    client,
+                    namespaces: Mutex::new(vec![]),
+                }
+            }
+            _ => {
+                let server = TestServer::start()
+                    .await
+                    .unwrap_or_else(|e| panic!("embedded server: {e}"));
+                Self::for_server(server)
+            }
+        }
+    }
+
+    /// An environment over an already started embedded server.
+    #[allow(clippy::panic)]
+    pub fn for_server(server: TestServer) -> Self {
+        let kc = Kubeconfig::from_yaml(&server.kubeconfig())
+            .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+        let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .unwrap_or_else(|e| panic!("config: {e}"));
+        // Tests are bursty; the embedded server needs no protection.
+        config.qps = 0.0;
+        let client = Client::new(config.clone()).unwrap_or_else(|e| panic!("client: {e}"));
+        Self {
+            server: Some(server),
+            config,
+            client,
+            namespaces: Mutex::new(vec![]),
+        }
+    }
+
+    /// Whether this runs on the embedded server (false: a real cluster).
+    pub fn is_embedded(&self) -> bool {
+        self.server.is_some()
+    }
+
+    /// The embedded server, when there is one (white-box checks such as watch counts).
+    pub fn server(&self) -> Option<&TestServer> {
+        self.server.as_ref()
+    }
+
+    /// A client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The client configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// A name unique to this run, for cluster-scoped objects: `<prefix>-<random>`.
+    pub fn unique_name(&self, prefix: &str) -> String {
+        format!("{prefix}-{}", random_suffix())
+    }
+
+    /// Creates a namespace with a unique name, waits until its `default` ServiceAccount
+    /// exists (as a real cluster needs before admitting pods), and deletes it when the
+    /// environment drops.
+    #[allow(clippy::panic)]
+    pub async fn namespace(&self) -> String {
+        let name = format!("kwtest-{}", random_suffix());
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+        self.namespaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(name.clone());
+        let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.client.clone(), &name);
+        let wp = WatchParams::default()
+            .fields("metadata.name=default")
+            .timeout(30);
+        let found = tokio::time::timeout(Duration::from_secs(30), async {
+            let Ok(stream) = sas.watch(&wp, "").await else {
+                return false;
+            };
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                if matches!(ev, Ok(WatchEvent::Added(_))) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false);
+        if !found {
+            panic!("namespace {name}: the default ServiceAccount did not appear within 30s");
+        }
+        name
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        let names: Vec<String> =
+            std::mem::take(&mut *self.namespaces.lock().unwrap_or_else(|e| e.into_inner()));
+        if names.is_empty() || self.server.is_some() {
+            // The embedded server goes away with the environment.
+            return;
+        }
+        // Ask a real cluster to delete the namespaces; do not wait for termination.
+        let config = self.config.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(client) = Client::new(config) else {
+                    return;
+                };
+                let api: Api<Namespace> = Api::all(client);
+                for n in names {
+                    let _ = api.delete(&n, &DeleteParams::default()).await;
+                }
+            });
+        })
+        .join();
+    }
+}
