@@ -32,7 +32,7 @@ pub struct Client {
 
 struct Inner {
     http: HyperClient,
-    base: Uri,
+    base: String,
     auth: Authenticator,
     limiter: Option<Arc<TokenBucket>>,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -99,11 +99,13 @@ impl Client {
         if let Ok(ua) = HeaderValue::from_str(&config.user_agent) {
             headers.push((header::USER_AGENT, ua));
         }
-        let base_text = config.cluster_url.to_string();
-        let base: Uri = base_text
+        // `Uri` displays an empty path as "/": keep the base without a trailing slash so
+        // that joining "/api/..." never produces "//api".
+        let base = config
+            .cluster_url
+            .to_string()
             .trim_end_matches('/')
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| Error::Tls(format!("invalid cluster URL: {e}")))?;
+            .to_string();
         Ok(Self {
             inner: Arc::new(Inner {
                 http,

@@ -15,6 +15,7 @@
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod discovery;
 pub mod error;
 pub mod limiter;
 pub mod watch;

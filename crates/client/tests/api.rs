@@ -1,6 +1,8 @@
 //! Client integration tests: run against the embedded server, or a real cluster when
 //! KUBEWRIGHT_TEST_KUBECONFIG is set.
 
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};

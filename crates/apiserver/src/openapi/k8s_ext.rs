@@ -1,9 +1,11 @@
 //! Kubernetes list/map/patch extensions of built-in fields, generated from the struct
 //! tags and `+listType`/`+listMapKey`/`+mapType`/`+structType` markers of the Go types
 //! (k8s.io/api, k8s.io/apimachinery meta/v1, apiextensions-apiserver, kube-aggregator).
-//! Each entry: definition, property, extensions as JSON. Do not edit by hand.
+//! Each entry: definition, property, extensions as JSON; entries naming a definition or
+//! property the k8s-openapi schemas lack are ignored.
 
 /// (definition, property, extensions JSON object).
+#[rustfmt::skip]
 pub(super) static FIELD_EXTENSIONS: &[(&str, &str, &str)] = &[
     ("io.k8s.api.admissionregistration.v1.Rule", "apiGroups", r#"{"x-kubernetes-list-type":"atomic"}"#),
     ("io.k8s.api.admissionregistration.v1.Rule", "apiVersions", r#"{"x-kubernetes-list-type":"atomic"}"#),
@@ -291,6 +293,7 @@ pub(super) static FIELD_EXTENSIONS: &[(&str, &str, &str)] = &[
 ];
 
 /// Definitions marked `x-kubernetes-map-type: atomic` (`+structType=atomic`).
+#[rustfmt::skip]
 pub(super) static ATOMIC_STRUCTS: &[&str] = &[
     "io.k8s.api.admissionregistration.v1.ParamKind",
     "io.k8s.api.admissionregistration.v1.Variable",
@@ -321,6 +324,7 @@ pub(super) static ATOMIC_STRUCTS: &[&str] = &[
 
 /// Required properties of the top-level kinds (k8s-openapi marks some optional ones, e.g.
 /// `metadata`, as required).
+#[rustfmt::skip]
 pub(super) static KIND_REQUIRED: &[(&str, &[&str])] = &[
     ("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy", &[]),
     ("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding", &[]),

@@ -155,7 +155,10 @@ const DELETE_COLLECTION_PARAMS: &[&str] = &[
 
 /// Patch content types: strategic merge patch only for built-ins.
 fn patch_types(builtin: bool) -> Vec<&'static str> {
-    let mut t = vec!["application/apply-patch+yaml", "application/json-patch+json"];
+    let mut t = vec![
+        "application/apply-patch+yaml",
+        "application/json-patch+json",
+    ];
     t.push("application/merge-patch+json");
     if builtin {
         t.push("application/strategic-merge-patch+json");
@@ -469,10 +472,16 @@ pub(super) fn resource_paths(
         );
     }
     if has("update") {
-        it.insert("put".into(), cx.replace_op(g, ns_word, kind, "", cx.schema, &gvk));
+        it.insert(
+            "put".into(),
+            cx.replace_op(g, ns_word, kind, "", cx.schema, &gvk),
+        );
     }
     if has("patch") {
-        it.insert("patch".into(), cx.patch_op(g, ns_word, kind, "", cx.schema, &gvk));
+        it.insert(
+            "patch".into(),
+            cx.patch_op(g, ns_word, kind, "", cx.schema, &gvk),
+        );
     }
     if has("delete") {
         let ok = if d.delete_returns_object {
@@ -627,9 +636,13 @@ pub(super) fn resource_paths(
         let watch_item = |path: String, id: String, action: &str, named: bool, scoped: bool| {
             let mut m = Map::new();
             let desc = if named {
-                format!("watch changes to an object of kind {kind}. deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter.")
+                format!(
+                    "watch changes to an object of kind {kind}. deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter."
+                )
             } else {
-                format!("watch individual changes to a list of {kind}. deprecated: use the 'watch' parameter with a list operation instead.")
+                format!(
+                    "watch individual changes to a list of {kind}. deprecated: use the 'watch' parameter with a list operation instead."
+                )
             };
             m.insert(
                 "get".into(),
@@ -747,7 +760,10 @@ mod tests {
         );
         assert_eq!(
             group_ids("stable.example.com", "v1beta1"),
-            ("StableExampleComV1beta1".into(), "stableExampleCom_v1beta1".into())
+            (
+                "StableExampleComV1beta1".into(),
+                "stableExampleCom_v1beta1".into()
+            )
         );
     }
 }

@@ -57,7 +57,11 @@ impl Collector {
 
     fn kind<T: JsonSchema + k8s_openapi::Resource>(&mut self) {
         let name = self.add::<T>();
-        let gvk = (T::GROUP.to_string(), T::VERSION.to_string(), T::KIND.to_string());
+        let gvk = (
+            T::GROUP.to_string(),
+            T::VERSION.to_string(),
+            T::KIND.to_string(),
+        );
         self.kinds.push((gvk, name));
     }
 }
@@ -238,10 +242,11 @@ pub(super) fn wrap_ref_siblings(v: &mut Value) {
     match v {
         Value::Object(o) => {
             // A property named `$ref` (in JSONSchemaProps) is an object, not a reference.
-            if o.len() > 1 && o.get("$ref").is_some_and(Value::is_string) {
-                if let Some(r) = o.remove("$ref") {
-                    o.insert("allOf".into(), json!([{ "$ref": r }]));
-                }
+            if o.len() > 1
+                && o.get("$ref").is_some_and(Value::is_string)
+                && let Some(r) = o.remove("$ref")
+            {
+                o.insert("allOf".into(), json!([{ "$ref": r }]));
             }
             for x in o.values_mut() {
                 wrap_ref_siblings(x);
@@ -330,16 +335,18 @@ pub(super) fn crd_schemas(
     vec![(format!("{name}List"), list), (name, s)]
 }
 
-/// Adds to `out` every schema of `pool` (or `extra`) reachable from the references in `root`.
+/// Every schema of `extra` or `builtins` reachable from the references in `root` (which
+/// start with `root_prefix`), transitively.
 pub(super) fn closure(
     root: &Value,
+    root_prefix: &str,
     builtins: &BTreeMap<String, Value>,
     extra: &BTreeMap<String, Value>,
 ) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     let mut todo: Vec<String> = Vec::new();
     let mut seen = BTreeSet::new();
-    collect_refs(root, &mut todo);
+    collect_refs(root, root_prefix, &mut todo);
     while let Some(name) = todo.pop() {
         if !seen.insert(name.clone()) {
             continue;
@@ -347,26 +354,28 @@ pub(super) fn closure(
         let Some(s) = extra.get(&name).or_else(|| builtins.get(&name)) else {
             continue;
         };
-        collect_refs(s, &mut todo);
+        collect_refs(s, V3_REF, &mut todo);
         out.insert(name, s.clone());
     }
     out
 }
 
-fn collect_refs(v: &Value, out: &mut Vec<String>) {
+/// The names referenced (`$ref` strings starting with `prefix`) anywhere in `v`.
+pub(super) fn collect_refs(v: &Value, prefix: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(o) => {
             for (k, x) in o {
-                if k == "$ref" {
-                    if let Some(n) = x.as_str().and_then(|r| r.strip_prefix(V3_REF)) {
-                        out.push(n.to_string());
+                match x {
+                    Value::String(r) if k == "$ref" => {
+                        if let Some(n) = r.strip_prefix(prefix) {
+                            out.push(n.to_string());
+                        }
                     }
-                } else {
-                    collect_refs(x, out);
+                    _ => collect_refs(x, prefix, out),
                 }
             }
         }
-        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
+        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, prefix, out)),
         _ => {}
     }
 }
@@ -388,10 +397,10 @@ pub(super) fn to_v2(v: &mut Value) {
                 o.remove("allOf");
                 o.insert("$ref".into(), r);
             }
-            if let Some(Value::String(r)) = o.get_mut("$ref") {
-                if let Some(n) = r.strip_prefix(V3_REF) {
-                    *r = format!("{V2_REF}{n}");
-                }
+            if let Some(Value::String(r)) = o.get_mut("$ref")
+                && let Some(n) = r.strip_prefix(V3_REF)
+            {
+                *r = format!("{V2_REF}{n}");
             }
             // Swagger 2.0 has no `nullable` (a boolean keyword; a property of that name in a
             // `properties` map is an object).

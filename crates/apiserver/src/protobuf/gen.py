@@ -7,6 +7,11 @@ Usage:
 Each argument is a git directory (bare clone) of the matching kubernetes repository
 (k8s.io/api, k8s.io/apimachinery, k8s.io/apiextensions-apiserver, k8s.io/kube-aggregator).
 The files are read at HEAD with `git show`; nothing is written besides stdout.
+Run by hand when the Kubernetes API changes; the build only reads schema.json. The
+committed schema.json comes from the default branches of kubernetes/api 10b39a39,
+kubernetes/apimachinery eed236ce, kubernetes/apiextensions-apiserver 1aa2717a and
+kubernetes/kube-aggregator 232ca687 (newer than release-1.32; proto field numbers never
+change, so older clients decode the same).
 
 Kinds come only from stable versions (v1, v2, ...); other versions are read for the
 messages stable ones refer to. For each package the script reads
@@ -308,7 +313,7 @@ def main():
             ):
                 flags |= F_DEFAULT
             jname = "" if g["inline"] else g["json"]
-            if jname == "-":
+            if jname in ("", "-") and not g["inline"]:
                 jname = f["name"]
             rows.append([f["number"], jname, f["rtype"], flags])
         table[name] = rows

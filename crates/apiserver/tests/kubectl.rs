@@ -1,0 +1,519 @@
+//! kubectl 1.32 as a real client of the embedded server (or of a real cluster when
+//! KUBEWRIGHT_TEST_KUBECONFIG is set). Skips with a message when kubectl is absent.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use kubewright_apiserver::TestServer;
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+struct Env {
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+    _server: Option<TestServer>,
+    namespaces: Vec<String>,
+}
+
+fn have_kubectl() -> bool {
+    let ok = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipping: kubectl is not installed");
+    }
+    ok
+}
+
+impl Env {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        match std::env::var("KUBEWRIGHT_TEST_KUBECONFIG") {
+            Ok(p) if !p.is_empty() => Self {
+                kubeconfig: PathBuf::from(p),
+                _dir: dir,
+                _server: None,
+                namespaces: vec![],
+            },
+            _ => {
+                let server = TestServer::builder()
+                    .tls(true)
+                    .token(format!("t{:016x}", rand_u64()))
+                    .start()
+                    .await
+                    .unwrap();
+                let kc = dir.path().join("kubeconfig");
+                server.write_kubeconfig(&kc).unwrap();
+                Self {
+                    kubeconfig: kc,
+                    _dir: dir,
+                    _server: Some(server),
+                    namespaces: vec![],
+                }
+            }
+        }
+    }
+
+    /// Runs kubectl; returns (success, stdout, stderr).
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        // A private discovery cache per test run.
+        cmd.env("KUBECACHEDIR", self._dir.path().join("cache"));
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[track_caller]
+    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let (ok, out, err) = self.run(args, stdin);
+        assert!(ok, "kubectl {args:?} failed:\nstdout: {out}\nstderr: {err}");
+        out
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&a, None)).unwrap()
+    }
+
+    fn namespace(&mut self) -> String {
+        let ns = format!("kwctl-{:08x}", rand_u64() as u32);
+        let manifest = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
+        self.ok(&["create", "-f", "-"], Some(&manifest));
+        self.namespaces.push(ns.clone());
+        ns
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for ns in &self.namespaces {
+            let _ = self.run(&["delete", "namespace", ns, "--wait=false"], None);
+        }
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+const APP: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        ports:
+        - containerPort: 80
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: 80
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  mode: production
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_get_patch_delete() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    let out = env.ok(&["apply", "-n", &ns, "-f", "-"], Some(APP));
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    assert!(out.contains("service/web created"), "{out}");
+    assert!(out.contains("configmap/web-config created"), "{out}");
+    // Re-applying unchanged objects is a no-op.
+    let out = env.ok(&["apply", "-n", &ns, "-f", "-"], Some(APP));
+    assert!(out.contains("deployment.apps/web unchanged"), "{out}");
+
+    let d = env.json(&["get", "-n", &ns, "deployment", "web"]);
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert!(
+        d["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+    let yaml = env.ok(&["get", "-n", &ns, "cm", "web-config", "-o", "yaml"], None);
+    assert!(yaml.contains("mode: production"), "{yaml}");
+    let wide = env.ok(&["get", "-n", &ns, "deploy", "-o", "wide"], None);
+    assert!(
+        wide.contains("CONTAINERS") && wide.contains("nginx:1.27"),
+        "{wide}"
+    );
+    let svc = env.ok(&["get", "-n", &ns, "svc", "web"], None);
+    assert!(svc.contains("ClusterIP"), "{svc}");
+
+    // Client-side apply of a change: a strategic merge patch computed by kubectl.
+    let changed = APP.replace("nginx:1.27", "nginx:1.28");
+    let out = env.ok(&["apply", "-n", &ns, "-f", "-"], Some(&changed));
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    let d = env.json(&["get", "-n", &ns, "deployment", "web"]);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.28"
+    );
+    assert_eq!(d["metadata"]["generation"], 2);
+
+    // The three patch kinds.
+    env.ok(&["patch", "-n", &ns, "deployment", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox"}]}}}}"#], None);
+    let d = env.json(&["get", "-n", &ns, "deployment", "web"]);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "strategic merge keeps both containers"
+    );
+    env.ok(
+        &[
+            "patch",
+            "-n",
+            &ns,
+            "cm",
+            "web-config",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"mode":null,"extra":"1"}}"#,
+        ],
+        None,
+    );
+    let cm = env.json(&["get", "-n", &ns, "cm", "web-config"]);
+    assert!(
+        cm["data"].get("mode").is_none() && cm["data"]["extra"] == "1",
+        "{cm}"
+    );
+    env.ok(
+        &[
+            "patch",
+            "-n",
+            &ns,
+            "deployment",
+            "web",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/replicas","value":4}]"#,
+        ],
+        None,
+    );
+    assert_eq!(
+        env.json(&["get", "-n", &ns, "deployment", "web"])["spec"]["replicas"],
+        4
+    );
+
+    // Scale through the scale subresource.
+    env.ok(
+        &["scale", "-n", &ns, "deployment", "web", "--replicas=1"],
+        None,
+    );
+    assert_eq!(
+        env.json(&["get", "-n", &ns, "deployment", "web"])["spec"]["replicas"],
+        1
+    );
+
+    // Delete (kubectl waits for the object to go away through a watch).
+    let out = env.ok(
+        &["delete", "-n", &ns, "deployment", "web", "--timeout=20s"],
+        None,
+    );
+    assert!(out.contains("deleted"), "{out}");
+    let (ok, _, err) = env.run(&["get", "-n", &ns, "deployment", "web"], None);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_and_conflicts() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"1\"\n";
+    let out = env.ok(&["apply", "--server-side", "-n", &ns, "-f", "-"], Some(cm));
+    assert!(out.contains("serverside-applied"), "{out}");
+    let got = env.json(&["get", "-n", &ns, "cm", "ssa", "--show-managed-fields"]);
+    let mf = got["metadata"]["managedFields"].as_array().unwrap();
+    assert!(
+        mf.iter()
+            .any(|m| m["manager"] == "kubectl" && m["operation"] == "Apply"),
+        "{mf:?}"
+    );
+    // Another manager changing the same field conflicts...
+    let other = cm.replace("\"1\"", "\"2\"");
+    let (ok, _, err) = env.run(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "other",
+            "-n",
+            &ns,
+            "-f",
+            "-",
+        ],
+        Some(&other),
+    );
+    assert!(!ok && err.contains("conflict"), "{err}");
+    // ...unless forced.
+    env.ok(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager",
+            "other",
+            "-n",
+            &ns,
+            "-f",
+            "-",
+        ],
+        Some(&other),
+    );
+    assert_eq!(env.json(&["get", "-n", &ns, "cm", "ssa"])["data"]["a"], "2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_with_timeout_and_discovery() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    env.ok(&["apply", "-n", &ns, "-f", "-"], Some(APP));
+    // `get -w` streams Table rows until the request timeout ends it.
+    let (_, out, err) = env.run(
+        &[
+            "get",
+            "-n",
+            &ns,
+            "cm",
+            "-w",
+            "--request-timeout=2s",
+            "-l",
+            "app!=none",
+        ],
+        None,
+    );
+    assert!(out.contains("web-config"), "stdout: {out}\nstderr: {err}");
+    let res = env.ok(&["api-resources"], None);
+    for needle in [
+        "deployments",
+        "deploy",
+        "apps/v1",
+        "configmaps",
+        "customresourcedefinitions",
+        "leases",
+    ] {
+        assert!(res.contains(needle), "api-resources lacks {needle}:\n{res}");
+    }
+    // A second run uses kubectl's discovery cache (HTTP cache revalidation).
+    let again = env.ok(&["api-resources"], None);
+    assert_eq!(res.lines().count(), again.lines().count());
+    let versions = env.ok(&["api-versions"], None);
+    assert!(
+        versions.lines().any(|l| l == "apps/v1") && versions.lines().any(|l| l == "v1"),
+        "{versions}"
+    );
+    let raw = env.ok(&["get", "--raw", "/version"], None);
+    let v: Value = serde_json::from_str(&raw).unwrap();
+    assert!(v["gitVersion"].as_str().unwrap().starts_with('v'));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_through_a_crd() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    let group = format!("g{:08x}.kubewright.test", rand_u64() as u32);
+    let crd = format!(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: monitors.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: monitors, singular: monitor, kind: Monitor, shortNames: [mon]}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {{status: {{}}}}
+    additionalPrinterColumns:
+    - {{name: Target, type: string, jsonPath: .spec.target}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [target]
+            properties:
+              target: {{type: string}}
+              interval: {{type: integer, minimum: 1, default: 30}}
+          status:
+            type: object
+            properties:
+              healthy: {{type: boolean}}
+"#
+    );
+    env.ok(&["create", "-f", "-"], Some(&crd));
+    env.ok(
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/monitors.{group}"),
+            "--timeout=30s",
+        ],
+        None,
+    );
+    let cr = format!(
+        "apiVersion: {group}/v1\nkind: Monitor\nmetadata:\n  name: m1\nspec:\n  target: example.com\n"
+    );
+    // The CR endpoint may take a moment to be served after Established on a real cluster.
+    let mut created = false;
+    for _ in 0..50 {
+        let (ok, _, err) = env.run(&["create", "-n", &ns, "-f", "-"], Some(&cr));
+        if ok {
+            created = true;
+            break;
+        }
+        assert!(
+            err.contains("the server doesn't have a resource type")
+                || err.contains("no matches for kind")
+                || err.contains("NotFound"),
+            "{err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(created, "custom resource creation never succeeded");
+    let got = env.json(&["get", "-n", &ns, "monitors", "m1"]);
+    assert_eq!(got["spec"]["interval"], 30, "schema default applied");
+    let table = env.ok(&["get", "-n", &ns, "mon"], None);
+    assert!(
+        table.contains("TARGET") && table.contains("example.com"),
+        "{table}"
+    );
+    env.ok(
+        &[
+            "patch",
+            "-n",
+            &ns,
+            "monitor",
+            "m1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"target":"other.com"}}"#,
+        ],
+        None,
+    );
+    assert_eq!(
+        env.json(&["get", "-n", &ns, "monitor", "m1"])["spec"]["target"],
+        "other.com"
+    );
+    // Strategic merge patch is not allowed on custom resources.
+    let (ok, _, err) = env.run(
+        &[
+            "patch",
+            "-n",
+            &ns,
+            "monitor",
+            "m1",
+            "--type",
+            "strategic",
+            "-p",
+            r#"{"spec":{"target":"x"}}"#,
+        ],
+        None,
+    );
+    assert!(
+        !ok && err.contains("UnsupportedMediaType")
+            || err.contains("415")
+            || err.contains("strategic"),
+        "{err}"
+    );
+    let bad = format!(
+        "apiVersion: {group}/v1\nkind: Monitor\nmetadata:\n  name: bad\nspec:\n  interval: 0\n"
+    );
+    let (ok, _, err) = env.run(&["create", "-n", &ns, "-f", "-"], Some(&bad));
+    assert!(
+        !ok && err.contains("spec.target") && err.contains("spec.interval"),
+        "{err}"
+    );
+    env.ok(
+        &["delete", "-n", &ns, "monitor", "m1", "--timeout=20s"],
+        None,
+    );
+    env.ok(
+        &[
+            "delete",
+            "crd",
+            &format!("monitors.{group}"),
+            "--timeout=30s",
+        ],
+        None,
+    );
+}
