@@ -215,7 +215,9 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let v: Value = if essence.contains("yaml") {
+    let v: Value = if essence == "application/vnd.kubernetes.protobuf" {
+        crate::protobuf::decode(&req.body).map_err(ApiError::bad_request)?
+    } else if essence.contains("yaml") {
         let text = std::str::from_utf8(&req.body).map_err(|e| {
             ApiError::bad_request(format!("the request body is not valid UTF-8: {e}"))
         })?;

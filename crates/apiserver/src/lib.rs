@@ -21,6 +21,7 @@ mod http;
 mod meta;
 mod openapi;
 mod patch;
+mod protobuf;
 mod registry;
 mod server;
 mod storage;

@@ -104,8 +104,7 @@ impl Env {
 
     fn namespace(&mut self) -> String {
         let ns = format!("kwctl-{:08x}", rand_u64() as u32);
-        let manifest = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
-        self.ok(&["create", "-f", "-"], Some(&manifest));
+        self.ok(&["create", "namespace", &ns], None);
         self.namespaces.push(ns.clone());
         ns
     }
@@ -368,6 +367,46 @@ async fn watch_with_timeout_and_discovery() {
     // A second run uses kubectl's discovery cache (HTTP cache revalidation).
     let again = env.ok(&["api-resources"], None);
     assert_eq!(res.lines().count(), again.lines().count());
+    // Typed kubectl commands send protobuf bodies.
+    env.ok(
+        &[
+            "create",
+            "configmap",
+            "from-literal",
+            "-n",
+            &ns,
+            "--from-literal=a=b",
+            "--from-literal=n=1",
+        ],
+        None,
+    );
+    assert_eq!(
+        env.json(&["get", "-n", &ns, "cm", "from-literal"])["data"]["n"],
+        "1"
+    );
+    env.ok(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "s",
+            "-n",
+            &ns,
+            "--from-literal=password=hunter2",
+        ],
+        None,
+    );
+    assert_eq!(
+        env.json(&["get", "-n", &ns, "secret", "s"])["data"]["password"],
+        "aHVudGVyMg=="
+    );
+    let can = env.ok(&["auth", "can-i", "get", "pods", "-n", &ns], None);
+    assert_eq!(can.trim(), "yes");
+    let explain = env.ok(&["explain", "deployment.spec.replicas"], None);
+    assert!(
+        explain.contains("replicas") && explain.contains("integer"),
+        "{explain}"
+    );
     let versions = env.ok(&["api-versions"], None);
     assert!(
         versions.lines().any(|l| l == "apps/v1") && versions.lines().any(|l| l == "v1"),
