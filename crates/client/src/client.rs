@@ -90,6 +90,8 @@ impl Client {
         };
         let connector = builder.enable_all_versions().wrap_connector(http);
         let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .http2_keep_alive_interval(Some(Duration::from_secs(30)))
             .http2_keep_alive_while_idle(true)
