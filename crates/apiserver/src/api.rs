@@ -353,7 +353,7 @@ impl ApiServer {
         // Pagination: the continue token pins the snapshot revision and the last key.
         let (items, list_rv, start_after) = if let Some(tok) = &opts.cont {
             let (rv, after) = decode_continue(tok)?;
-            let items = self.storage.list_at(&key, ns, rv).map_err(|_| {
+            let items = self.storage.list_at(&key, ns, rv, Some(&after)).map_err(|_| {
                 ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
             })?;
             (items, rv, Some(after))
@@ -366,7 +366,7 @@ impl ApiServer {
                     if rv > current {
                         return Err(too_large_rv(rv, current));
                     }
-                    let items = self.storage.list_at(&key, ns, rv).map_err(|_| {
+                    let items = self.storage.list_at(&key, ns, rv, None).map_err(|_| {
                         ApiError::expired("The resourceVersion for the provided list is too old.")
                     })?;
                     (items, rv, None)
@@ -388,24 +388,20 @@ impl ApiServer {
         let mut selected = Vec::new();
         let mut next_token = None;
         let mut remaining = 0usize;
-        for obj in items {
-            let k = object_key(&obj);
-            if let Some(after) = &start_after
-                && k.as_str() <= after.as_str()
-            {
-                continue;
-            }
+        let _ = &start_after; // list_at already starts after the continue key
+        let total = items.len();
+        for (i, obj) in items.into_iter().enumerate() {
             if !crate::filter::matches(&t.def, &obj, &opts.labels, &opts.fields) {
                 continue;
             }
             if opts.limit > 0 && selected.len() >= opts.limit {
-                if next_token.is_none() {
-                    next_token = selected
-                        .last()
-                        .map(|o: &Arc<Value>| encode_continue(list_rv, &object_key(o)));
-                }
-                remaining += 1;
-                continue;
+                next_token = selected
+                    .last()
+                    .map(|o: &Arc<Value>| encode_continue(list_rv, &object_key(o)));
+                // Without selectors every remaining item counts; with them the count is
+                // not reported, so stop at the first extra match.
+                remaining = total - i;
+                break;
             }
             selected.push(obj);
         }

@@ -102,7 +102,9 @@ pub fn matches(
     labels: &LabelSelector,
     fields: &FieldSelector,
 ) -> bool {
-    (labels.is_empty() || labels.matches(&labels_of(obj)))
+    let label_map = obj.pointer("/metadata/labels").and_then(Value::as_object);
+    (labels.is_empty()
+        || labels.matches_fn(|k| label_map.and_then(|m| m.get(k)).and_then(Value::as_str)))
         && (fields.is_empty()
             || fields.matches(|f| {
                 let v = field_value(def, obj, f);

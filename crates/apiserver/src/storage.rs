@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 
@@ -34,6 +35,9 @@ pub struct Event {
     pub object: Arc<Value>,
     /// The object before the change (none for creates).
     pub prev: Option<Arc<Value>>,
+    /// The object as served JSON, rendered once for all watchers of one version:
+    /// (version, bytes).
+    pub rendered: std::sync::OnceLock<(String, bytes::Bytes)>,
 }
 
 /// Outcome of a read-modify-write closure.
@@ -87,7 +91,7 @@ fn set_rv(obj: &mut Value, rv: u64) {
 impl Storage {
     /// A storage keeping `history_cap` events for watch resumption.
     pub fn new(history_cap: usize) -> Self {
-        let (tx, _) = broadcast::channel(16 * 1024);
+        let (tx, _) = broadcast::channel(128 * 1024);
         Self {
             inner: Mutex::new(Inner {
                 rv: 1,
@@ -144,6 +148,7 @@ impl Storage {
         resource: &str,
         ns: Option<&str>,
         rv: u64,
+        after: Option<&str>,
     ) -> Result<Vec<Arc<Value>>, TooOld> {
         let inner = self.lock();
         if rv < inner.compacted {
@@ -152,21 +157,61 @@ impl Storage {
                 current: inner.rv,
             });
         }
-        let mut objs: Objects = inner.data.get(resource).cloned().unwrap_or_default();
+        // Undo the changes made after `rv`: walking newest to oldest, the last write for a
+        // key is the oldest change's previous state, i.e. the state at `rv`.
+        let mut undo: BTreeMap<(String, String), Option<Arc<Value>>> = BTreeMap::new();
         for ev in inner.history.iter().rev() {
             if ev.rv <= rv {
                 break;
             }
-            if ev.resource != resource {
-                continue;
+            if ev.resource == resource {
+                undo.insert((ev.namespace.clone(), ev.name.clone()), ev.prev.clone());
             }
-            let key = (ev.namespace.clone(), ev.name.clone());
-            match &ev.prev {
-                Some(p) => objs.insert(key, p.clone()),
-                None => objs.remove(&key),
-            };
         }
-        Ok(Self::collect(Some(&objs), ns))
+        let lower: Bound<(String, String)> = match (after.and_then(|a| a.split_once('/')), ns) {
+            (Some((n, name)), _) => Bound::Excluded((n.to_string(), name.to_string())),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let empty = Objects::new();
+        let objs = inner.data.get(resource).unwrap_or(&empty);
+        let mut cur = objs.range((lower.clone(), Bound::Unbounded)).peekable();
+        let mut und = undo.range((lower, Bound::Unbounded)).peekable();
+        let mut out = Vec::new();
+        loop {
+            let next_cur = cur.peek().map(|(k, _)| *k);
+            let next_und = und.peek().map(|(k, _)| *k);
+            let (key, value) = match (next_cur, next_und) {
+                (None, None) => break,
+                (Some(c), Some(u)) if u <= c => {
+                    if u == c {
+                        cur.next();
+                    }
+                    let (k, v) = und
+                        .next()
+                        .map(|(k, v)| (k, v.clone()))
+                        .unwrap_or_else(|| (u, None));
+                    (k, v)
+                }
+                (Some(_), _) => match cur.next() {
+                    Some((k, v)) => (k, Some(v.clone())),
+                    None => break,
+                },
+                (None, Some(_)) => match und.next() {
+                    Some((k, v)) => (k, v.clone()),
+                    None => break,
+                },
+            };
+            if let Some(ns) = ns {
+                if key.0 != ns {
+                    break;
+                }
+            }
+            if let Some(v) = value {
+                out.push(v);
+            }
+        }
+        Ok(out)
     }
 
     /// Atomically reads an object, lets `f` decide, and commits the result. Returns the
@@ -244,6 +289,7 @@ impl Storage {
             kind,
             object,
             prev,
+            rendered: std::sync::OnceLock::new(),
         });
         inner.history.push_back(ev.clone());
         while inner.history.len() > self.history_cap {
@@ -345,7 +391,13 @@ mod tests {
         put(&s, "a", 2);
         s.mutate::<()>("/configmaps", "ns", "b", |_, _| Ok(Mutation::Delete))
             .unwrap();
-        let at_r2 = s.list_at("/configmaps", Some("ns"), r2).unwrap();
+        let at_r2 = s.list_at("/configmaps", Some("ns"), r2, None).unwrap();
+        assert_eq!(
+            s.list_at("/configmaps", Some("ns"), r2, Some("ns/a"))
+                .unwrap()
+                .len(),
+            1
+        );
         assert_eq!(at_r2.len(), 2);
         assert_eq!(at_r2[0]["v"], 1);
         let now = s.list("/configmaps", None).0;
@@ -355,6 +407,6 @@ mod tests {
         assert_eq!(past.len(), 3);
         s.compact();
         assert!(s.watch_from(r1).is_err());
-        assert!(s.list_at("/configmaps", None, r2).is_err());
+        assert!(s.list_at("/configmaps", None, r2, None).is_err());
     }
 }

@@ -163,6 +163,11 @@ fn spec_format_ct(req: &Req) -> Option<String> {
 struct Writer {
     tx: mpsc::Sender<Bytes>,
     first_table: bool,
+    /// Frames not yet handed to the connection: events that are ready together are
+    /// written as one chunk.
+    pending: Vec<u8>,
+    /// Whether frames are being batched (flushed by the caller).
+    batching: bool,
 }
 
 impl Writer {
@@ -188,10 +193,60 @@ impl Writer {
         self.raw(json!({"type": kind, "object": rendered})).await
     }
 
+    /// Sends an event of a stored change, reusing the JSON rendering shared by every
+    /// watcher of the same version (plain JSON only).
+    async fn send_event(
+        &mut self,
+        srv: &ApiServer,
+        spec: &WatchSpec,
+        kind: &str,
+        ev: &Event,
+    ) -> bool {
+        if spec.format != Format::Json {
+            return self.send(srv, spec, kind, &ev.object).await;
+        }
+        let (version, bytes) = ev.rendered.get_or_init(|| {
+            let v = serde_json::to_vec(&srv.present(&spec.def, &ev.object)).unwrap_or_default();
+            (spec.def.version.clone(), Bytes::from(v))
+        });
+        let owned;
+        let obj_bytes = if *version == spec.def.version {
+            bytes
+        } else {
+            owned = Bytes::from(
+                serde_json::to_vec(&srv.present(&spec.def, &ev.object)).unwrap_or_default(),
+            );
+            &owned
+        };
+        let mut buf = Vec::with_capacity(obj_bytes.len() + 32);
+        buf.extend_from_slice(b"{\"type\":\"");
+        buf.extend_from_slice(kind.as_bytes());
+        buf.extend_from_slice(b"\",\"object\":");
+        buf.extend_from_slice(obj_bytes);
+        buf.extend_from_slice(b"}\n");
+        self.push(buf).await
+    }
+
+    async fn push(&mut self, frame: Vec<u8>) -> bool {
+        self.pending.extend_from_slice(&frame);
+        if self.batching && self.pending.len() < 256 * 1024 {
+            return true;
+        }
+        self.flush().await
+    }
+
+    async fn flush(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return true;
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.pending));
+        self.tx.send(chunk).await.is_ok()
+    }
+
     async fn raw(&mut self, v: Value) -> bool {
         let mut buf = serde_json::to_vec(&v).unwrap_or_default();
         buf.push(b'\n');
-        self.tx.send(Bytes::from(buf)).await.is_ok()
+        self.push(buf).await
     }
 
     async fn bookmark(&mut self, spec: &WatchSpec, rv: u64, initial_end: bool) -> bool {
@@ -234,6 +289,8 @@ async fn run(
     let mut w = Writer {
         tx,
         first_table: true,
+        pending: Vec::new(),
+        batching: false,
     };
     let deadline = tokio::time::Instant::now() + timeout;
     let (mut rx, mut last_rv) = if initial {
@@ -276,16 +333,29 @@ async fn run(
     loop {
         tokio::select! {
             ev = rx.recv() => match ev {
-                Ok(ev) => {
-                    if ev.rv <= last_rv {
-                        continue;
-                    }
-                    last_rv = ev.rv;
-                    if spec.in_scope(&ev) {
-                        if !emit(&srv, &spec, &mut w, &ev).await {
-                            return;
+                Ok(first) => {
+                    // Take everything already queued and write it as one chunk.
+                    w.batching = true;
+                    let mut next = Some(first);
+                    let mut taken = 0;
+                    while let Some(ev) = next.take() {
+                        if ev.rv > last_rv {
+                            last_rv = ev.rv;
+                            if spec.in_scope(&ev) {
+                                if !emit(&srv, &spec, &mut w, &ev).await {
+                                    return;
+                                }
+                                last_sent = ev.rv;
+                            }
                         }
-                        last_sent = ev.rv;
+                        taken += 1;
+                        if taken < 1024 {
+                            next = rx.try_recv().ok();
+                        }
+                    }
+                    w.batching = false;
+                    if !w.flush().await {
+                        return;
                     }
                 }
                 // Too slow to keep up: close; the client resumes from its last version.
@@ -317,9 +387,9 @@ async fn emit(srv: &ApiServer, spec: &WatchSpec, w: &mut Writer, ev: &Event) -> 
     let now = spec.matches(&ev.object);
     let before = ev.prev.as_ref().is_some_and(|p| spec.matches(p));
     match ev.kind {
-        EventType::Added if now => w.send(srv, spec, "ADDED", &ev.object).await,
-        EventType::Modified if now && before => w.send(srv, spec, "MODIFIED", &ev.object).await,
-        EventType::Modified if now => w.send(srv, spec, "ADDED", &ev.object).await,
+        EventType::Added if now => w.send_event(srv, spec, "ADDED", ev).await,
+        EventType::Modified if now && before => w.send_event(srv, spec, "MODIFIED", ev).await,
+        EventType::Modified if now => w.send_event(srv, spec, "ADDED", ev).await,
         EventType::Modified if before => {
             // Leaving the selector: the previous content, stamped with the new version.
             let mut last = ev.prev.as_deref().cloned().unwrap_or(Value::Null);
@@ -328,7 +398,7 @@ async fn emit(srv: &ApiServer, spec: &WatchSpec, w: &mut Writer, ev: &Event) -> 
             }
             w.send(srv, spec, "DELETED", &last).await
         }
-        EventType::Deleted if before => w.send(srv, spec, "DELETED", &ev.object).await,
+        EventType::Deleted if before => w.send_event(srv, spec, "DELETED", ev).await,
         _ => true,
     }
 }

@@ -58,10 +58,15 @@ pub struct Requirement {
 impl Requirement {
     /// Whether a label set satisfies this requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let v = labels.get(&self.key);
+        self.matches_fn(|k| labels.get(k).map(String::as_str))
+    }
+
+    /// Like [`Requirement::matches`], reading labels through an accessor (no map needed).
+    pub fn matches_fn<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        let v = get(&self.key);
         match &self.op {
-            LabelOp::Equals(x) => v == Some(x),
-            LabelOp::NotEquals(x) => v != Some(x),
+            LabelOp::Equals(x) => v == Some(x.as_str()),
+            LabelOp::NotEquals(x) => v != Some(x.as_str()),
             LabelOp::In(set) => v.is_some_and(|v| set.contains(v)),
             LabelOp::NotIn(set) => !v.is_some_and(|v| set.contains(v)),
             LabelOp::Exists => v.is_some(),
@@ -113,6 +118,11 @@ impl LabelSelector {
     /// Whether a label set matches every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
+    }
+
+    /// Like [`LabelSelector::matches`], reading labels through an accessor.
+    pub fn matches_fn<'a>(&self, get: impl Fn(&str) -> Option<&'a str> + Copy) -> bool {
+        self.requirements.iter().all(|r| r.matches_fn(get))
     }
 
     /// Converts a `metav1.LabelSelector` (matchLabels + matchExpressions).
