@@ -4,7 +4,6 @@ use crate::error::ApiError;
 use crate::registry::ResourceDef;
 use kubewright_core::{FieldSelector, LabelSelector};
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// Field selectors supported per resource (beyond metadata.name and metadata.namespace).
 fn extra_fields(def: &ResourceDef) -> &'static [&'static str] {
@@ -81,18 +80,6 @@ pub fn field_value(def: &ResourceDef, obj: &Value, field: &str) -> Option<String
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
-}
-
-/// Labels of an object.
-pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
-    obj.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Whether an object matches both selectors.

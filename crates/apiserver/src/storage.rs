@@ -202,10 +202,10 @@ impl Storage {
                     None => break,
                 },
             };
-            if let Some(ns) = ns {
-                if key.0 != ns {
-                    break;
-                }
+            if let Some(ns) = ns
+                && key.0 != ns
+            {
+                break;
             }
             if let Some(v) = value {
                 out.push(v);

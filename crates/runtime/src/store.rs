@@ -308,10 +308,7 @@ fn index_changes<K>(
             .filter(|v| !after.contains(v))
             .cloned()
             .collect();
-        let added: Vec<String> = after
-            .into_iter()
-            .filter(|v| !before.contains(v))
-            .collect();
+        let added: Vec<String> = after.into_iter().filter(|v| !before.contains(v)).collect();
         if !removed.is_empty() || !added.is_empty() {
             out.push((name.clone(), removed, added));
         }
@@ -704,7 +701,9 @@ impl<K> Clone for Lister<K> {
 
 impl<K> fmt::Debug for Lister<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lister").field("store", &self.store).finish()
+        f.debug_struct("Lister")
+            .field("store", &self.store)
+            .finish()
     }
 }
 
@@ -827,7 +826,10 @@ mod tests {
     }
 
     fn names(objs: &[Arc<ConfigMap>]) -> Vec<String> {
-        let mut v: Vec<String> = objs.iter().map(|o| ObjectKey::from_obj(&**o).to_string()).collect();
+        let mut v: Vec<String> = objs
+            .iter()
+            .map(|o| ObjectKey::from_obj(&**o).to_string())
+            .collect();
         v.sort();
         v
     }
@@ -867,7 +869,10 @@ mod tests {
         s.upsert(obj.clone());
         assert!(Arc::ptr_eq(&obj, &s.get_by_key("a/x").unwrap()));
         assert!(Arc::ptr_eq(&obj, &s.list()[0]));
-        assert!(Arc::ptr_eq(&obj, &s.by_index(NAMESPACE_INDEX, "a").unwrap()[0]));
+        assert!(Arc::ptr_eq(
+            &obj,
+            &s.by_index(NAMESPACE_INDEX, "a").unwrap()[0]
+        ));
     }
 
     #[test]
@@ -885,11 +890,17 @@ mod tests {
         s.upsert(cm("a", "x", "1", &[("team", "red")]));
         s.upsert(cm("a", "y", "1", &[("team", "red")]));
         s.upsert(cm("b", "z", "1", &[("team", "blue")]));
-        assert_eq!(names(&s.by_index("team", "red").unwrap()), vec!["a/x", "a/y"]);
+        assert_eq!(
+            names(&s.by_index("team", "red").unwrap()),
+            vec!["a/x", "a/y"]
+        );
         // x moves from red to blue.
         s.upsert(cm("a", "x", "2", &[("team", "blue")]));
         assert_eq!(names(&s.by_index("team", "red").unwrap()), vec!["a/y"]);
-        assert_eq!(names(&s.by_index("team", "blue").unwrap()), vec!["a/x", "b/z"]);
+        assert_eq!(
+            names(&s.by_index("team", "blue").unwrap()),
+            vec!["a/x", "b/z"]
+        );
         // y loses the label: no value at all.
         s.upsert(cm("a", "y", "2", &[]));
         assert!(s.by_index("team", "red").unwrap().is_empty());
@@ -989,7 +1000,10 @@ mod tests {
                         let all = s.list();
                         assert_eq!(all.len(), 500, "a reader saw a partial relist");
                         let g = all[0].labels()["gen"].clone();
-                        assert!(all.iter().all(|o| o.labels()["gen"] == g), "mixed generations");
+                        assert!(
+                            all.iter().all(|o| o.labels()["gen"] == g),
+                            "mixed generations"
+                        );
                         assert_eq!(s.len(), 500);
                         checks += 1;
                     }
@@ -1030,7 +1044,10 @@ mod tests {
             names(&l.list_matching(&sel("app in (db),!tier"))),
             vec!["b/db"]
         );
-        assert_eq!(names(&l.list_matching(&sel("tier!=fe,app"))), vec!["a/web-2", "b/db"]);
+        assert_eq!(
+            names(&l.list_matching(&sel("tier!=fe,app"))),
+            vec!["a/web-2", "b/db"]
+        );
         assert_eq!(names(&l.namespace("a").list()), vec!["a/web-1", "a/web-2"]);
         assert_eq!(
             names(&l.namespace("b").list_matching(&sel("app=web"))),

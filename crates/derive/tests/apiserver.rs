@@ -1,0 +1,527 @@
+//! Every generated CRD against a server: the embedded API server by default, a real
+//! cluster when `KUBEWRIGHT_TEST_KUBECONFIG` is set.
+//!
+//! Each test rewrites the CRD's group to one unique to the run (so parallel runs on a
+//! shared cluster do not collide), creates it, waits for `Established` through a watch,
+//! then round-trips valid objects through a dynamic API and checks that invalid ones are
+//! rejected with 422 naming the field. CEL rules are asserted only on a real cluster (the
+//! embedded server does not evaluate CEL).
+#![allow(clippy::unwrap_used)]
+
+mod types;
+
+use futures::StreamExt;
+use kubewright::core::{
+    ApiResource, DeleteParams, DynamicObject, PostParams, Scope, WatchEvent, WatchParams,
+};
+use kubewright::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kubewright::{Api, Client};
+use kubewright_testing::TestEnv;
+use serde_json::{Value, json};
+use std::time::Duration;
+use types::*;
+
+/// A CRD installed under a unique group; deleted on drop when on a real cluster.
+struct Installed {
+    client: Client,
+    group: String,
+    crd: CustomResourceDefinition,
+    config: Option<kubewright::Config>,
+}
+
+impl Installed {
+    async fn new(env: &TestEnv, mut crd: CustomResourceDefinition) -> Self {
+        let group = format!("{}.{GROUP}", env.unique_name("t"));
+        crd.spec.group = group.clone();
+        let name = format!("{}.{group}", crd.spec.names.plural);
+        crd.metadata.name = Some(name.clone());
+        let api: Api<CustomResourceDefinition> = Api::all(env.client());
+        let created = api
+            .create(&PostParams::default(), &crd)
+            .await
+            .unwrap_or_else(|e| panic!("create CRD {name}: {e}"));
+        assert_eq!(created.spec.group, group);
+        wait_established(&api, &name).await;
+        Self {
+            client: env.client(),
+            group,
+            crd,
+            config: (!env.is_embedded()).then(|| env.config().clone()),
+        }
+    }
+
+    fn name(&self) -> String {
+        self.crd.metadata.name.clone().unwrap_or_default()
+    }
+
+    fn resource(&self, version: &str) -> ApiResource {
+        let names = &self.crd.spec.names;
+        ApiResource {
+            group: self.group.clone(),
+            version: version.to_string(),
+            api_version: format!("{}/{version}", self.group),
+            kind: names.kind.clone(),
+            plural: names.plural.clone(),
+            scope: if self.crd.spec.scope == "Namespaced" {
+                Scope::Namespaced
+            } else {
+                Scope::Cluster
+            },
+        }
+    }
+
+    fn api(&self, version: &str, ns: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), ns, &self.resource(version))
+    }
+
+    /// An object from a typed value (or raw JSON), moved to the unique group.
+    fn object(&self, version: &str, value: Value) -> DynamicObject {
+        let mut value = value;
+        value["apiVersion"] = json!(format!("{}/{version}", self.group));
+        value["kind"] = json!(self.crd.spec.names.kind);
+        serde_json::from_value(value).unwrap()
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        // The embedded server goes away with the test; a real cluster keeps CRDs.
+        let Some(config) = self.config.take() else {
+            return;
+        };
+        let name = self.name();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(client) = Client::new(config) {
+                    let api: Api<CustomResourceDefinition> = Api::all(client);
+                    let _ = api.delete(&name, &DeleteParams::default()).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+fn is_established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+async fn wait_established(api: &Api<CustomResourceDefinition>, name: &str) {
+    let wp = WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(60);
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let stream = api.watch(&wp, "").await.unwrap();
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Ok(WatchEvent::Added(crd) | WatchEvent::Modified(crd)) = ev
+                    && is_established(&crd)
+                {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "CRD {name} did not become Established within 60s"
+    );
+}
+
+/// Creates, retrying briefly while a real cluster starts serving a fresh CRD (404).
+async fn create(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+) -> kubewright::client::Result<DynamicObject> {
+    let mut tries = 0;
+    loop {
+        match api.create(&PostParams::default(), obj).await {
+            Err(e) if e.is_not_found() && tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Creates `spec` as object `name`, reads it back and returns the stored spec.
+async fn round_trip(inst: &Installed, version: &str, ns: &str, name: &str, typed: Value) -> Value {
+    let api = inst.api(version, ns);
+    let obj = inst.object(version, typed);
+    let created = create(&api, &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    assert_eq!(created.metadata.name.as_deref(), Some(name));
+    let got = api.get(name).await.unwrap();
+    assert_eq!(got.data["spec"], created.data["spec"]);
+    got.data["spec"].clone()
+}
+
+/// Asserts that creating `value` fails with 422 and a cause on `field`.
+async fn assert_rejected(inst: &Installed, version: &str, ns: &str, value: Value, field: &str) {
+    let api = inst.api(version, ns);
+    let obj = inst.object(version, value.clone());
+    let err = match create(&api, &obj).await {
+        Ok(_) => panic!("accepted invalid object (expected a 422 on {field}): {value}"),
+        Err(e) => e,
+    };
+    assert!(err.is_invalid(), "expected 422 for {field}, got {err}");
+    let causes = err
+        .status()
+        .and_then(|s| s.details.as_ref())
+        .map(|d| d.causes.clone())
+        .unwrap_or_default();
+    assert!(
+        causes.iter().any(|c| c.field == field),
+        "expected a cause on {field}, got {causes:?} ({err})"
+    );
+}
+
+fn monitor_json(name: &str, spec: Value) -> Value {
+    json!({"metadata": {"name": name}, "spec": spec})
+}
+
+#[tokio::test]
+async fn monitor_crd_is_accepted_and_validates() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let inst = Installed::new(&env, Monitor::crd()).await;
+
+    // Valid objects round-trip (typed value -> server -> typed value).
+    let spec = MonitorSpec {
+        target: "https://example.com/health".into(),
+        interval_seconds: 15,
+        timeout: Some(
+            kubewright::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
+                "5s".into(),
+            ),
+        ),
+        replicas: 3,
+        paused: true,
+    };
+    let typed = serde_json::to_value(Monitor::new("full", spec.clone())).unwrap();
+    let stored = round_trip(&inst, "v1", &ns, "full", typed).await;
+    assert_eq!(serde_json::from_value::<MonitorSpec>(stored).unwrap(), spec);
+
+    // Defaults are applied and unknown fields pruned.
+    let stored = round_trip(
+        &inst,
+        "v1",
+        &ns,
+        "minimal",
+        monitor_json("minimal", json!({"target": "http://a.example", "bogus": 1})),
+    )
+    .await;
+    assert_eq!(
+        stored,
+        json!({"target": "http://a.example", "intervalSeconds": 30, "replicas": 0, "paused": false})
+    );
+    let decoded: MonitorSpec = serde_json::from_value(stored).unwrap();
+    assert_eq!(decoded.interval_seconds, 30);
+
+    // Invalid objects: 422 naming the field.
+    let bad = [
+        (
+            json!({"target": "http://a.example", "intervalSeconds": 1}),
+            "spec.intervalSeconds",
+        ),
+        (json!({"target": "ftp://a.example"}), "spec.target"),
+        (json!({"target": "http://"}), "spec.target"),
+        (json!({"intervalSeconds": 30}), "spec.target"),
+        (
+            json!({"target": "http://a.example", "timeout": true}),
+            "spec.timeout",
+        ),
+        (
+            json!({"target": "http://a.example", "replicas": -1}),
+            "spec.replicas",
+        ),
+        (
+            json!({"target": "http://a.example", "paused": "yes"}),
+            "spec.paused",
+        ),
+    ];
+    for (i, (spec, field)) in bad.into_iter().enumerate() {
+        assert_rejected(
+            &inst,
+            "v1",
+            &ns,
+            monitor_json(&format!("bad-{i}"), spec),
+            field,
+        )
+        .await;
+    }
+    let no_spec = json!({"metadata": {"name": "nospec"}});
+    assert_rejected(&inst, "v1", &ns, no_spec, "spec").await;
+
+    if env.is_embedded() {
+        eprintln!(
+            "note: CEL rules are not evaluated by the embedded server; checked on real clusters only"
+        );
+    } else {
+        // `self.replicas <= 10` from #[kube(validation = ...)].
+        let api = inst.api("v1", &ns);
+        let obj = inst.object(
+            "v1",
+            monitor_json("cel", json!({"target": "http://a.example", "replicas": 11})),
+        );
+        let err = create(&api, &obj).await.unwrap_err();
+        assert!(err.is_invalid(), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn pipeline_crd_is_accepted_and_validates() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let inst = Installed::new(&env, Pipeline::crd()).await;
+
+    let spec = sample_pipeline_spec();
+    let typed = serde_json::to_value(Pipeline::new("build", spec.clone())).unwrap();
+    let stored = round_trip(&inst, "v1alpha1", &ns, "build", typed).await;
+    // Free-form values survive; defaults were present already.
+    assert_eq!(
+        stored["params"]["nested"],
+        json!({"a": [1, 2, {"b": null}]})
+    );
+    assert_eq!(
+        serde_json::from_value::<PipelineSpec>(stored).unwrap(),
+        spec
+    );
+
+    // Other variants of the enums, k8s types, an untagged string port.
+    let mut other = spec.clone();
+    other.source = Source::Inline([("main.rs".to_string(), "fn main() {}".to_string())].into());
+    other.storage = Some(Storage::Ephemeral);
+    other.port = Some(PortSpec::Name("http".into()));
+    other.fallback_mode = Some(Mode::Sequential);
+    other.selector = Some(
+        kubewright::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+            match_labels: Some([("app".to_string(), "x".to_string())].into()),
+            ..Default::default()
+        },
+    );
+    other.retry = Some(RetryPolicy {
+        attempts: 0,
+        backoff: Backoff::Constant,
+    });
+    let typed = serde_json::to_value(Pipeline::new("other", other.clone())).unwrap();
+    let stored = round_trip(&inst, "v1alpha1", &ns, "other", typed).await;
+    assert_eq!(
+        serde_json::from_value::<PipelineSpec>(stored).unwrap(),
+        other
+    );
+
+    // Nested defaults (stage parallelism, retry backoff) are applied by the server.
+    let minimal = json!({
+        "metadata": {"name": "minimal"},
+        "spec": {
+            "stages": [{"name": "a", "image": "busybox"}],
+            "mode": "Sequential",
+            "source": {"image": "src:1"},
+            "retry": {"attempts": 2}
+        }
+    });
+    let stored = round_trip(&inst, "v1alpha1", &ns, "minimal", minimal).await;
+    assert_eq!(stored["stages"][0]["parallelism"], 1);
+    assert_eq!(stored["retry"]["backoff"], "Exponential");
+    let decoded: PipelineSpec = serde_json::from_value(stored).unwrap();
+    assert_eq!(decoded.source, Source::Image("src:1".into()));
+
+    let base = serde_json::to_value(&spec).unwrap();
+    let with = |pointer: &str, value: Value| {
+        let mut v = base.clone();
+        *v.pointer_mut(pointer).unwrap() = value;
+        v
+    };
+    let bad = [
+        (with("/mode", json!("Bogus")), "spec.mode"),
+        (with("/stages", json!([])), "spec.stages"),
+        (
+            with("/stages/0/parallelism", json!(0)),
+            "spec.stages[0].parallelism",
+        ),
+        (with("/stages/0/name", json!("")), "spec.stages[0].name"),
+        (with("/labels/team", json!(7)), "spec.labels.team"),
+        (with("/storage/type", json!("ftp")), "spec.storage.type"),
+        (with("/port", json!(true)), "spec.port"),
+        (with("/cpu", json!([1])), "spec.cpu"),
+        (with("/retry/attempts", json!(11)), "spec.retry.attempts"),
+        (
+            with("/retry/backoff", json!("Random")),
+            "spec.retry.backoff",
+        ),
+        (with("/weight", json!("heavy")), "spec.weight"),
+        (with("/tags", json!("fast")), "spec.tags"),
+    ];
+    for (i, (spec, field)) in bad.into_iter().enumerate() {
+        let obj = json!({"metadata": {"name": format!("bad-{i}")}, "spec": spec});
+        assert_rejected(&inst, "v1alpha1", &ns, obj, field).await;
+    }
+}
+
+#[tokio::test]
+async fn cluster_scoped_crd_is_accepted_and_validates() {
+    let env = TestEnv::start().await;
+    let inst = Installed::new(&env, ClusterPolicy::crd()).await;
+    assert_eq!(inst.resource("v1beta1").scope, Scope::Cluster);
+
+    let spec = ClusterPolicySpec {
+        rules: vec![
+            Rule {
+                action: Action::Deny,
+                reason: Some("no".into()),
+                namespaces: vec!["a".into(), "b".into()],
+            },
+            Rule {
+                action: Action::Audit,
+                reason: None,
+                namespaces: vec![],
+            },
+        ],
+        enforce: true,
+    };
+    let typed = serde_json::to_value(ClusterPolicy::new("strict", spec.clone())).unwrap();
+    let stored = round_trip(&inst, "v1beta1", "", "strict", typed).await;
+    assert_eq!(
+        serde_json::from_value::<ClusterPolicySpec>(stored).unwrap(),
+        spec
+    );
+
+    let bad = [
+        (json!({"rules": []}), "spec.rules"),
+        (
+            json!({"rules": [{"action": "Maybe"}]}),
+            "spec.rules[0].action",
+        ),
+        (json!({"rules": [{"reason": "x"}]}), "spec.rules[0].action"),
+        (
+            json!({"rules": [{"action": "Allow"}], "enforce": 1}),
+            "spec.enforce",
+        ),
+    ];
+    for (i, (spec, field)) in bad.into_iter().enumerate() {
+        let obj = json!({"metadata": {"name": format!("bad-{i}")}, "spec": spec});
+        assert_rejected(&inst, "v1beta1", "", obj, field).await;
+    }
+    if !env.is_embedded() {
+        // The CEL rule on `Rule` (via schemars' extend): Deny needs a reason.
+        let api = inst.api("v1beta1", "");
+        let obj = inst.object(
+            "v1beta1",
+            json!({"metadata": {"name": "cel"}, "spec": {"rules": [{"action": "Deny"}]}}),
+        );
+        let err = create(&api, &obj).await.unwrap_err();
+        assert!(err.is_invalid(), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn merged_crd_serves_every_version() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let inst = Installed::new(&env, widget_crd()).await;
+
+    let v2 = v2::Widget::new(
+        "w",
+        v2::WidgetSpec {
+            size: 3,
+            colour: Some("red".into()),
+        },
+    );
+    let stored = round_trip(&inst, "v2", &ns, "w", serde_json::to_value(&v2).unwrap()).await;
+    assert_eq!(
+        serde_json::from_value::<v2::WidgetSpec>(stored).unwrap(),
+        v2.spec
+    );
+    // Read through the other served version (no conversion webhook: same fields, the
+    // v1 schema prunes what it does not know on the way out of a real cluster).
+    let via_v1 = inst.api("v1", &ns).get("w").await.unwrap();
+    assert_eq!(via_v1.data["spec"]["size"], 3);
+    let v1 = v1::Widget::new("old", v1::WidgetSpec { size: 1 });
+    let stored = round_trip(&inst, "v1", &ns, "old", serde_json::to_value(&v1).unwrap()).await;
+    assert_eq!(
+        serde_json::from_value::<v1::WidgetSpec>(stored).unwrap(),
+        v1.spec
+    );
+    assert_rejected(
+        &inst,
+        "v2",
+        &ns,
+        json!({"metadata": {"name": "bad"}, "spec": {"size": "big"}}),
+        "spec.size",
+    )
+    .await;
+}
+
+/// The derived type with the typed `Api<Monitor>`, its status and scale subresources. The
+/// CRD keeps its fixed group here, so this runs on the embedded server only.
+#[tokio::test]
+async fn typed_api_with_status_and_scale() {
+    let env = TestEnv::start().await;
+    if !env.is_embedded() {
+        eprintln!("skipped on a real cluster: it installs the fixed group {GROUP}");
+        return;
+    }
+    let client = env.client();
+    let ns = env.namespace().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &Monitor::crd())
+        .await
+        .unwrap();
+    wait_established(&crds, Monitor::crd_name()).await;
+
+    let api: Api<Monitor> = Api::namespaced(client, &ns);
+    let spec = MonitorSpec {
+        target: "https://example.com".into(),
+        interval_seconds: 60,
+        timeout: None,
+        replicas: 2,
+        paused: false,
+    };
+    let created = api
+        .create(&PostParams::default(), &Monitor::new("web", spec.clone()))
+        .await
+        .unwrap();
+    assert_eq!(created.spec, spec);
+    assert!(created.status.is_none());
+    assert!(created.metadata.uid.is_some());
+
+    let mut with_status = api.get("web").await.unwrap();
+    with_status.status = Some(MonitorStatus {
+        replicas: 2,
+        selector: Some("app=web".into()),
+        ..Default::default()
+    });
+    let updated = api
+        .replace_status("web", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert_eq!(updated.status.as_ref().unwrap().replicas, 2);
+    let got = api.get_status("web").await.unwrap();
+    assert_eq!(got.status, with_status.status);
+    assert_eq!(got.spec, spec);
+
+    let scale = api.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.as_ref().and_then(|s| s.replicas), Some(2));
+    assert_eq!(scale.status.as_ref().map(|s| s.replicas), Some(2));
+
+    let list = api.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].spec, spec);
+}

@@ -1,0 +1,354 @@
+//! `SharedInformerFactory`: one informer per resource type, namespace and selectors,
+//! shared by every controller that asks for it (client-go's `SharedInformerFactory`).
+//!
+//! Two controllers that both need ConfigMaps in all namespaces get the same
+//! `Arc<Informer<ConfigMap>>`, hence one list, one watch and one cache. The key is
+//! (Rust type, group/version/resource, namespace, label selector, field selector), so
+//! a typed, a dynamic and a metadata-only informer of the same resource are distinct.
+//!
+//! ```no_run
+//! # async fn run(client: kubewright_client::Client) {
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+//! use kubewright_runtime::factory::{InformerParams, SharedInformerFactory};
+//!
+//! let factory = SharedInformerFactory::new(client).strip_managed_fields(true);
+//! let pods = factory.informer::<Pod>(InformerParams::default().namespace("apps"));
+//! let cms = factory.informer::<ConfigMap>(InformerParams::default().labels("app=web"));
+//! factory.start();
+//! factory.wait_for_cache_sync(Duration::from_secs(30)).await.expect("caches synced");
+//! println!("{} pods, {} configmaps", pods.store().len(), cms.store().len());
+//! factory.shutdown().await;
+//! # }
+//! ```
+
+use crate::informer::Informer;
+use crate::reflector::{ListWatch, MetadataOnly, ReflectorConfig, strip_managed_fields};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kubewright_client::{Api, Client};
+use kubewright_core::{ApiResource, DynamicObject, PartialObjectMetadata, Resource, Scope};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt::{self, Debug};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Which objects an informer from the factory covers. The default is every namespace
+/// and no selectors.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct InformerParams {
+    /// One namespace, or `None` for all (ignored for cluster-scoped resources).
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub label_selector: Option<String>,
+    /// Field selector.
+    pub field_selector: Option<String>,
+}
+
+impl InformerParams {
+    /// Every namespace, no selectors.
+    pub fn all() -> Self {
+        Self::default()
+    }
+    /// Restricts to one namespace.
+    #[must_use]
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.namespace = Some(ns.to_string()).filter(|s| !s.is_empty());
+        self
+    }
+    /// Sets the label selector.
+    #[must_use]
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.label_selector = Some(selector.to_string()).filter(|s| !s.is_empty());
+        self
+    }
+    /// Sets the field selector.
+    #[must_use]
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.field_selector = Some(selector.to_string()).filter(|s| !s.is_empty());
+        self
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct InformerKey {
+    type_id: TypeId,
+    gvr: String,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+}
+
+/// What the factory needs of an informer without knowing its type.
+trait ManagedInformer: Send + Sync {
+    fn start(&self);
+    fn has_synced(&self) -> bool;
+    fn wait_for_sync(&self) -> BoxFuture<'_, bool>;
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+    fn description(&self) -> String;
+}
+
+impl<K: Resource + Send + Sync + 'static> ManagedInformer for Informer<K> {
+    fn start(&self) {
+        Informer::start(self);
+    }
+    fn has_synced(&self) -> bool {
+        Informer::has_synced(self)
+    }
+    fn wait_for_sync(&self) -> BoxFuture<'_, bool> {
+        Informer::wait_for_sync(self).boxed()
+    }
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Informer::shutdown(self).boxed()
+    }
+    fn description(&self) -> String {
+        self.describe().to_string()
+    }
+}
+
+struct Entry {
+    any: Arc<dyn Any + Send + Sync>,
+    managed: Arc<dyn ManagedInformer>,
+}
+
+/// Some caches did not sync in time.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{} informer(s) not synced after {timeout:?}: {}", .pending.len(), .pending.join(", "))]
+pub struct CacheSyncError {
+    /// The informers that had not synced (their descriptions).
+    pub pending: Vec<String>,
+    /// How long it waited.
+    pub timeout: Duration,
+}
+
+/// Hands out shared informers; see the [module docs](self).
+pub struct SharedInformerFactory {
+    client: Client,
+    defaults: ReflectorConfig,
+    strip_managed_fields: bool,
+    informers: Mutex<HashMap<InformerKey, Entry>>,
+    started: AtomicBool,
+    cancel: CancellationToken,
+}
+
+impl Debug for SharedInformerFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedInformerFactory")
+            .field("informers", &self.len())
+            .field("started", &self.started.load(Ordering::Acquire))
+            .finish()
+    }
+}
+
+impl Drop for SharedInformerFactory {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl SharedInformerFactory {
+    /// A factory whose informers use [`ReflectorConfig::default`].
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            defaults: ReflectorConfig::default(),
+            strip_managed_fields: false,
+            informers: Mutex::new(HashMap::new()),
+            started: AtomicBool::new(false),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Settings for every informer created from now on (page size, streaming lists,
+    /// timeouts, resync, backoff). Its selectors are ignored: they come from
+    /// [`InformerParams`].
+    #[must_use]
+    pub fn with_config(mut self, defaults: ReflectorConfig) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// Drop `metadata.managedFields` from every cached object (less memory).
+    #[must_use]
+    pub fn strip_managed_fields(mut self, on: bool) -> Self {
+        self.strip_managed_fields = on;
+        self
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<InformerKey, Entry>> {
+        self.informers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The shared informer of a static type (e.g. `Pod`) for `params`, created on first
+    /// request. If the factory was started already, a new informer starts at once.
+    pub fn informer<K>(&self, params: InformerParams) -> Arc<Informer<K>>
+    where
+        K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
+        K::DynamicType: Default,
+    {
+        self.informer_with::<K>(&K::DynamicType::default(), params)
+    }
+
+    /// The shared informer of a type described at run time (`DynamicObject` with an
+    /// [`ApiResource`], or a static type with `()`).
+    pub fn informer_with<K>(&self, dt: &K::DynamicType, params: InformerParams) -> Arc<Informer<K>>
+    where
+        K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
+    {
+        let client = self.client.clone();
+        let dt2 = dt.clone();
+        self.get_or_create::<K>(
+            TypeId::of::<K>(),
+            gvr_key(&K::group(dt), &K::version(dt), &K::plural(dt)),
+            K::scope(dt),
+            params,
+            move |ns| -> Arc<dyn ListWatch<K>> {
+                Arc::new(match ns {
+                    Some(ns) => Api::<K>::namespaced_with(client, ns, &dt2),
+                    None => Api::<K>::all_with(client, &dt2),
+                })
+            },
+        )
+    }
+
+    /// The shared informer of [`DynamicObject`]s of `resource`.
+    pub fn dynamic_informer(
+        &self,
+        resource: &ApiResource,
+        params: InformerParams,
+    ) -> Arc<Informer<DynamicObject>> {
+        self.informer_with::<DynamicObject>(resource, params)
+    }
+
+    /// The shared metadata-only informer ([`PartialObjectMetadata`]) of `resource`.
+    pub fn metadata_informer(
+        &self,
+        resource: &ApiResource,
+        params: InformerParams,
+    ) -> Arc<Informer<PartialObjectMetadata>> {
+        let client = self.client.clone();
+        let ar = resource.clone();
+        self.get_or_create::<PartialObjectMetadata>(
+            TypeId::of::<PartialObjectMetadata>(),
+            gvr_key(&resource.group, &resource.version, &resource.plural),
+            resource.scope,
+            params,
+            move |ns| -> Arc<dyn ListWatch<PartialObjectMetadata>> {
+                Arc::new(MetadataOnly(match ns {
+                    Some(ns) => Api::<DynamicObject>::namespaced_with(client, ns, &ar),
+                    None => Api::<DynamicObject>::all_with(client, &ar),
+                }))
+            },
+        )
+    }
+
+    fn get_or_create<K>(
+        &self,
+        type_id: TypeId,
+        gvr: String,
+        scope: Scope,
+        params: InformerParams,
+        make: impl FnOnce(Option<&str>) -> Arc<dyn ListWatch<K>>,
+    ) -> Arc<Informer<K>>
+    where
+        K: Resource + Send + Sync + 'static,
+    {
+        let namespace = match scope {
+            Scope::Namespaced => params.namespace.filter(|s| !s.is_empty()),
+            Scope::Cluster => None,
+        };
+        let key = InformerKey {
+            type_id,
+            gvr,
+            namespace,
+            label_selector: params.label_selector.filter(|s| !s.is_empty()),
+            field_selector: params.field_selector.filter(|s| !s.is_empty()),
+        };
+        let mut map = self.map();
+        if let Some(existing) = map.get(&key)
+            && let Ok(informer) = existing.any.clone().downcast::<Informer<K>>()
+        {
+            return informer;
+        }
+        let mut config = self.defaults.clone();
+        config.label_selector = key.label_selector.clone();
+        config.field_selector = key.field_selector.clone();
+        let mut informer = Informer::build(
+            make(key.namespace.as_deref()),
+            config,
+            self.cancel.child_token(),
+        );
+        if self.strip_managed_fields {
+            informer = informer.with_transform(strip_managed_fields);
+        }
+        let informer = Arc::new(informer);
+        if self.started.load(Ordering::Acquire) {
+            informer.start();
+        }
+        map.insert(
+            key,
+            Entry {
+                any: informer.clone(),
+                managed: informer.clone(),
+            },
+        );
+        informer
+    }
+
+    /// Number of informers created.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Whether no informer was created yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn managed(&self) -> Vec<Arc<dyn ManagedInformer>> {
+        self.map().values().map(|e| e.managed.clone()).collect()
+    }
+
+    /// Starts every informer created so far; informers created later start at once.
+    /// Must be called from within a Tokio runtime.
+    pub fn start(&self) {
+        self.started.store(true, Ordering::Release);
+        for informer in self.managed() {
+            informer.start();
+        }
+    }
+
+    /// Waits until every informer created so far has synced, for at most `timeout`.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
+        let informers = self.managed();
+        let all = futures::future::join_all(informers.iter().map(|i| i.wait_for_sync()));
+        let synced = tokio::time::timeout(timeout, all).await;
+        if synced.as_ref().is_ok_and(|r| r.iter().all(|s| *s)) {
+            return Ok(());
+        }
+        let mut pending: Vec<String> = informers
+            .iter()
+            .filter(|i| !i.has_synced())
+            .map(|i| i.description())
+            .collect();
+        pending.sort();
+        Err(CacheSyncError { pending, timeout })
+    }
+
+    /// Stops every informer (reflectors and handlers) and waits for the reflector tasks
+    /// to end. Informers requested afterwards never start.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        let informers = self.managed();
+        futures::future::join_all(informers.iter().map(|i| i.shutdown())).await;
+    }
+}
+
+fn gvr_key(group: &str, version: &str, plural: &str) -> String {
+    format!("{group}/{version}/{plural}")
+}
