@@ -23,6 +23,27 @@ type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
 /// A callback receiving the server's `Warning` headers (deprecations, unknown fields).
 pub type WarningHandler = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// What an observer learns about each HTTP attempt (for metrics such as
+/// `rest_client_requests_total`).
+#[derive(Debug, Clone)]
+pub struct RequestInfo<'a> {
+    /// HTTP method.
+    pub method: &'a Method,
+    /// Host and port of the API server.
+    pub host: &'a str,
+    /// Response status, `None` when the connection failed.
+    pub status: Option<u16>,
+    /// Time from sending to response headers.
+    pub duration: Duration,
+    /// Time spent waiting for the client-side rate limiter before this attempt.
+    pub rate_limiter_wait: Duration,
+    /// 0 for the first attempt, then 1, 2, ... for retries.
+    pub attempt: u32,
+}
+
+/// A callback observing every HTTP attempt.
+pub type RequestObserver = Arc<dyn Fn(&RequestInfo<'_>) + Send + Sync>;
+
 /// A Kubernetes API client. Cheap to clone; clones share connections, auth and the
 /// QPS/Burst limiter.
 #[derive(Clone)]
@@ -40,6 +61,8 @@ struct Inner {
     max_retries: u32,
     read_timeout: Option<Duration>,
     warnings: Option<WarningHandler>,
+    observer: Option<RequestObserver>,
+    host: String,
 }
 
 impl std::fmt::Debug for Client {
@@ -108,6 +131,11 @@ impl Client {
             .to_string()
             .trim_end_matches('/')
             .to_string();
+        let host = config
+            .cluster_url
+            .authority()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
@@ -119,6 +147,8 @@ impl Client {
                 max_retries: config.max_retries,
                 read_timeout: config.read_timeout,
                 warnings: None,
+                observer: None,
+                host,
             }),
         })
     }
@@ -131,19 +161,34 @@ impl Client {
     /// Replaces the warning handler (default: log through `tracing` at warn level).
     #[must_use]
     pub fn with_warning_handler(self, handler: WarningHandler) -> Self {
-        let inner = &self.inner;
+        self.rebuild(|i| i.warnings = Some(handler))
+    }
+
+    /// Installs an observer called after every HTTP attempt (metrics hooks). Clones made
+    /// afterwards share it; the connection pool and rate limiter stay shared.
+    #[must_use]
+    pub fn with_observer(self, observer: RequestObserver) -> Self {
+        self.rebuild(|i| i.observer = Some(observer))
+    }
+
+    fn rebuild(self, change: impl FnOnce(&mut Inner)) -> Self {
+        let i = &self.inner;
+        let mut inner = Inner {
+            http: i.http.clone(),
+            base: i.base.clone(),
+            auth: i.auth.clone(),
+            limiter: i.limiter.clone(),
+            headers: i.headers.clone(),
+            default_namespace: i.default_namespace.clone(),
+            max_retries: i.max_retries,
+            read_timeout: i.read_timeout,
+            warnings: i.warnings.clone(),
+            observer: i.observer.clone(),
+            host: i.host.clone(),
+        };
+        change(&mut inner);
         Self {
-            inner: Arc::new(Inner {
-                http: inner.http.clone(),
-                base: inner.base.clone(),
-                auth: inner.auth.clone(),
-                limiter: inner.limiter.clone(),
-                headers: inner.headers.clone(),
-                default_namespace: inner.default_namespace.clone(),
-                max_retries: inner.max_retries,
-                read_timeout: inner.read_timeout,
-                warnings: Some(handler),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -176,9 +221,11 @@ impl Client {
         let mut attempt = 0u32;
         let mut auth_retried = false;
         loop {
-            if let Some(l) = &self.inner.limiter {
-                l.acquire().await;
-            }
+            let rate_limiter_wait = match &self.inner.limiter {
+                Some(l) => l.acquire().await,
+                None => Duration::ZERO,
+            };
+            let started = tokio::time::Instant::now();
             let mut builder = Request::builder()
                 .method(parts.method.clone())
                 .uri(uri.clone());
@@ -202,6 +249,16 @@ impl Client {
                     source: Box::new(e),
                 })?;
             let result = self.inner.http.request(req).await;
+            if let Some(obs) = &self.inner.observer {
+                obs(&RequestInfo {
+                    method: &parts.method,
+                    host: &self.inner.host,
+                    status: result.as_ref().ok().map(|r| r.status().as_u16()),
+                    duration: started.elapsed(),
+                    rate_limiter_wait,
+                    attempt,
+                });
+            }
             let resp = match result {
                 Ok(r) => r,
                 Err(e) => {

@@ -21,7 +21,7 @@ pub mod limiter;
 pub mod watch;
 
 pub use api::{Api, DeleteResult};
-pub use client::Client;
+pub use client::{Client, RequestInfo, RequestObserver};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use kubewright_core as core;

@@ -206,3 +206,47 @@ async fn retries_honour_retry_after_and_are_bounded() {
     assert!(err.is_too_many_requests(), "{err}");
     assert_eq!(hits.load(Ordering::SeqCst), 4, "one try plus three retries");
 }
+
+#[tokio::test]
+async fn observer_sees_every_attempt() {
+    let (url, _) = fake_server(|_, n| {
+        if n == 0 {
+            raw(
+                "429 Too Many Requests",
+                "text/plain",
+                "Retry-After: 0\r\n",
+                "slow down\n",
+            )
+        } else {
+            raw(
+                "200 OK",
+                "application/json",
+                "",
+                r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok"}}"#,
+            )
+        }
+    })
+    .await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let client = plain_client(&url).with_observer(Arc::new(
+        move |info: &kubewright_client::RequestInfo<'_>| {
+            seen2
+                .lock()
+                .unwrap()
+                .push((info.method.to_string(), info.status, info.attempt));
+        },
+    ));
+    Api::<ConfigMap>::namespaced(client, "x")
+        .get("ok")
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            ("GET".to_string(), Some(429), 0),
+            ("GET".to_string(), Some(200), 1)
+        ]
+    );
+}
