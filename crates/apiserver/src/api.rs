@@ -24,6 +24,8 @@ pub struct ServerOptions {
     pub max_body: usize,
     /// Create the `default` and `kube-system` namespaces at start.
     pub default_namespaces: bool,
+    /// Persist objects in this directory (in memory only when `None`).
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -34,6 +36,7 @@ impl Default for ServerOptions {
             tokens: vec![],
             max_body: 3 * 1024 * 1024,
             default_namespaces: true,
+            data_dir: None,
         }
     }
 }
@@ -88,8 +91,21 @@ pub(crate) enum Route {
 impl ApiServer {
     /// A server with the built-in resources.
     pub fn new(options: ServerOptions) -> Arc<Self> {
+        Self::with_storage(Storage::new(options.history), options)
+    }
+
+    /// A server whose objects persist in `options.data_dir`.
+    pub fn open(options: ServerOptions) -> std::io::Result<Arc<Self>> {
+        let storage = match &options.data_dir {
+            Some(dir) => Storage::open(dir, options.history)?,
+            None => Storage::new(options.history),
+        };
+        Ok(Self::with_storage(storage, options))
+    }
+
+    fn with_storage(storage: Storage, options: ServerOptions) -> Arc<Self> {
         let s = Arc::new(Self {
-            storage: Storage::new(options.history),
+            storage,
             registry: RwLock::new(Registry::new()),
             options,
             stats: Stats::default(),

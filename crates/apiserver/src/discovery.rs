@@ -188,7 +188,7 @@ pub fn serve(srv: &Arc<ApiServer>, req: &Req) -> Option<Response<Body>> {
             "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
             "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         })),
-        "/healthz" | "/livez" | "/readyz" => health(req, path),
+        "/healthz" | "/livez" | "/readyz" => health(req, path, srv.storage.is_healthy()),
         p if p.starts_with("/livez/")
             || p.starts_with("/readyz/")
             || p.starts_with("/healthz/") =>
@@ -247,7 +247,7 @@ pub fn serve(srv: &Arc<ApiServer>, req: &Req) -> Option<Response<Body>> {
     })
 }
 
-fn health(req: &Req, path: &str) -> Response<Body> {
+fn health(req: &Req, path: &str, storage_ok: bool) -> Response<Body> {
     let checks = [
         "ping",
         "log",
@@ -260,16 +260,25 @@ fn health(req: &Req, path: &str) -> Response<Body> {
         .filter(|(k, _)| k == "exclude")
         .map(|(_, v)| v.as_str())
         .collect();
-    if req.query.contains_key("verbose") {
+    let failed = |c: &str| c == "etcd" && !storage_ok && !excluded.contains(&c);
+    let any_failed = checks.iter().any(|c| failed(c));
+    let name = path.trim_start_matches('/');
+    if req.query.contains_key("verbose") || any_failed {
         let mut out = String::new();
         for c in checks {
             if excluded.contains(&c) {
                 out.push_str(&format!("[+]{c} excluded: ok\n"));
+            } else if failed(c) {
+                out.push_str(&format!("[-]{c} failed: reason withheld\n"));
             } else {
                 out.push_str(&format!("[+]{c} ok\n"));
             }
         }
-        out.push_str(&format!("{} check passed\n", path.trim_start_matches('/')));
+        if any_failed {
+            out.push_str(&format!("{name} check failed\n"));
+            return h::text(StatusCode::INTERNAL_SERVER_ERROR, out);
+        }
+        out.push_str(&format!("{name} check passed\n"));
         return h::text(StatusCode::OK, out);
     }
     h::text(StatusCode::OK, "ok")

@@ -134,6 +134,12 @@ impl ServerBuilder {
         self.options.tokens.push(token.into());
         self
     }
+    /// Persist objects in `dir` (created if missing); a restarted server keeps them.
+    #[must_use]
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.options.data_dir = Some(dir.into());
+        self
+    }
     /// Interval of periodic watch bookmarks (default 60 s).
     #[must_use]
     pub fn bookmark_interval(mut self, d: Duration) -> Self {
@@ -166,7 +172,9 @@ impl ServerBuilder {
             None => None,
         };
         let token = self.options.tokens.first().cloned();
-        let state = ApiServer::new(self.options);
+        let state = ApiServer::open(self.options)?;
+        // Register persisted CRDs and finish persisted deletions before serving.
+        crate::controllers::reconcile_all(&state);
         let stop = CancellationToken::new();
         tokio::spawn(crate::controllers::run(state.clone(), stop.clone()));
         tokio::spawn(accept_loop(listener, acceptor, state.clone(), stop.clone()));

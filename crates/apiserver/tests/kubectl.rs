@@ -556,3 +556,182 @@ spec:
         None,
     );
 }
+
+/// The embedded server's `--data-dir`: objects (custom resources included) survive a
+/// restart. Embedded-only: a real cluster has its own storage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_dir_survives_restart() {
+    if !have_kubectl() {
+        return;
+    }
+    if std::env::var("KUBEWRIGHT_TEST_KUBECONFIG").is_ok_and(|v| !v.is_empty()) {
+        eprintln!("skipping: data directories are a feature of the embedded server");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let kc = dir.path().join("kubeconfig");
+    let run = |args: &[&str], stdin: Option<&str>| {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&kc)
+            .args(args)
+            .env("KUBECACHEDIR", dir.path().join("cache"));
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: notes.persist.kubewright.test}
+spec:
+  group: persist.kubewright.test
+  scope: Namespaced
+  names: {plural: notes, singular: note, kind: Note}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#;
+    let first_rv;
+    {
+        let server = TestServer::builder().data_dir(&data).start().await.unwrap();
+        server.write_kubeconfig(&kc).unwrap();
+        run(&["create", "-f", "-"], Some(crd));
+        run(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/notes.persist.kubewright.test",
+                "--timeout=20s",
+            ],
+            None,
+        );
+        run(
+            &["create", "-n", "default", "-f", "-"],
+            Some(
+                "apiVersion: persist.kubewright.test/v1\nkind: Note\nmetadata: {name: n1}\ntext: hello\n",
+            ),
+        );
+        run(
+            &[
+                "create",
+                "configmap",
+                "-n",
+                "default",
+                "kept",
+                "--from-literal=k=v",
+            ],
+            None,
+        );
+        first_rv = run(
+            &[
+                "get",
+                "cm",
+                "-n",
+                "default",
+                "kept",
+                "-o",
+                "jsonpath={.metadata.resourceVersion}",
+            ],
+            None,
+        );
+        server.stop();
+    }
+    let server = TestServer::builder().data_dir(&data).start().await.unwrap();
+    server.write_kubeconfig(&kc).unwrap();
+    assert_eq!(
+        run(
+            &[
+                "get",
+                "cm",
+                "-n",
+                "default",
+                "kept",
+                "-o",
+                "jsonpath={.data.k}"
+            ],
+            None
+        ),
+        "v"
+    );
+    assert_eq!(
+        run(
+            &[
+                "get",
+                "cm",
+                "-n",
+                "default",
+                "kept",
+                "-o",
+                "jsonpath={.metadata.resourceVersion}"
+            ],
+            None
+        ),
+        first_rv
+    );
+    assert_eq!(
+        run(
+            &[
+                "get",
+                "notes",
+                "-n",
+                "default",
+                "n1",
+                "-o",
+                "jsonpath={.text}"
+            ],
+            None
+        ),
+        "hello"
+    );
+    // Writes continue with newer revisions.
+    run(
+        &[
+            "create",
+            "configmap",
+            "-n",
+            "default",
+            "later",
+            "--from-literal=k=v",
+        ],
+        None,
+    );
+    let later: u64 = run(
+        &[
+            "get",
+            "cm",
+            "-n",
+            "default",
+            "later",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ],
+        None,
+    )
+    .parse()
+    .unwrap();
+    assert!(later > first_rv.parse::<u64>().unwrap());
+}

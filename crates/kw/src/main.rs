@@ -31,7 +31,7 @@ enum Command {
         /// Require this bearer token (default: a random token written to the kubeconfig).
         #[arg(long, env = "KW_TOKEN", hide_env_values = true)]
         token: Option<String>,
-        /// Persist objects in this directory (not implemented yet: the server refuses to start).
+        /// Persist objects in this directory (default: in memory only).
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
