@@ -35,6 +35,15 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Print the CustomResourceDefinition derived from an example type, as YAML.
+    Crd {
+        /// The example: `monitor`.
+        #[arg(default_value = "monitor")]
+        example: String,
+        /// Print JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[tokio::main]
@@ -47,6 +56,7 @@ async fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
+        Command::Crd { example, json } => crd(&example, json),
         Command::Serve {
             port,
             kubeconfig_out,
@@ -97,6 +107,33 @@ async fn main() -> ExitCode {
             let _ = tokio::signal::ctrl_c().await;
             server.stop();
             ExitCode::SUCCESS
+        }
+    }
+}
+
+fn crd(example: &str, json: bool) -> ExitCode {
+    let crd = match example {
+        "monitor" => kubewright_examples::monitor::Monitor::crd(),
+        other => {
+            eprintln!("kw crd: unknown example {other:?}; available: monitor");
+            return ExitCode::from(2);
+        }
+    };
+    let text = if json {
+        serde_json::to_string_pretty(&crd).map_err(|e| e.to_string())
+    } else {
+        serde_json::to_value(&crd)
+            .map_err(|e| e.to_string())
+            .and_then(|v| serde_saphyr::to_string(&v).map_err(|e| e.to_string()))
+    };
+    match text {
+        Ok(t) => {
+            println!("{t}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kw crd: {e}");
+            ExitCode::FAILURE
         }
     }
 }
