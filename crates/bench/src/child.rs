@@ -1,0 +1,454 @@
+//! The child process: one library, one informer/reflector on the benchmark's pods.
+//!
+//! It syncs, reports (a `KWBENCH synced {..}` line on stdout), then counts the update
+//! events applied to its cache until it has seen all of them, checks the cache against
+//! the expected final state and reports again (`KWBENCH done {..}`). Its memory numbers are
+//! its own: nothing else runs in this process.
+
+use crate::pods::GEN_LABEL;
+use crate::procfs;
+use crate::{BenchError, Mode, Variant};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use serde::{Deserialize, Serialize};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// The hidden first argument that makes a process a benchmark child
+/// (see [`run_child_if_requested`]).
+pub const CHILD_COMMAND: &str = "__kw-bench-child";
+
+/// Prefix of the child's report lines on stdout.
+pub(crate) const LINE_PREFIX: &str = "KWBENCH ";
+
+/// What a child is asked to do (passed as command-line arguments).
+#[derive(Clone, Debug, clap::Parser)]
+#[command(name = CHILD_COMMAND, hide = true)]
+pub struct ChildArgs {
+    /// Which library and variant.
+    #[arg(long, value_parser = parse_variant)]
+    pub variant: Variant,
+    /// Where the pods are served from (recorded replay or embedded server).
+    #[arg(long, value_parser = parse_mode)]
+    pub mode: Mode,
+    /// Base URL of the (plain HTTP) server.
+    #[arg(long)]
+    pub url: String,
+    /// Namespace of the pods.
+    #[arg(long)]
+    pub namespace: String,
+    /// Number of pods the cache must hold once synced.
+    #[arg(long)]
+    pub pods: usize,
+    /// Number of update events to wait for after the sync.
+    #[arg(long)]
+    pub events: u64,
+    /// Expected sum of the generation label over all pods at the end.
+    #[arg(long)]
+    pub expect_gen_sum: u64,
+    /// List page size.
+    #[arg(long, default_value_t = 500)]
+    pub page_size: u32,
+    /// Pause after the sync before reading the steady RSS, milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub settle_ms: u64,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    pub timeout_secs: u64,
+}
+
+fn parse_variant(s: &str) -> Result<Variant, String> {
+    s.parse()
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+impl ChildArgs {
+    /// The command-line arguments (after [`CHILD_COMMAND`]) that reproduce these args.
+    pub(crate) fn to_args(&self) -> Vec<String> {
+        vec![
+            "--variant".into(),
+            self.variant.to_string(),
+            "--mode".into(),
+            self.mode.to_string(),
+            "--url".into(),
+            self.url.clone(),
+            "--namespace".into(),
+            self.namespace.clone(),
+            "--pods".into(),
+            self.pods.to_string(),
+            "--events".into(),
+            self.events.to_string(),
+            "--expect-gen-sum".into(),
+            self.expect_gen_sum.to_string(),
+            "--page-size".into(),
+            self.page_size.to_string(),
+            "--settle-ms".into(),
+            self.settle_ms.to_string(),
+            "--timeout-secs".into(),
+            self.timeout_secs.to_string(),
+        ]
+    }
+}
+
+/// What the child reports after the sync.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SyncResult {
+    /// RSS before the client was created (runtime and binary only), bytes.
+    pub baseline_rss: u64,
+    /// Informer start to a cache holding every pod, seconds.
+    pub sync_secs: f64,
+    /// CPU time (user + system) of the child during the sync, seconds.
+    pub sync_cpu_secs: f64,
+    /// Objects in the cache at sync.
+    pub synced_objects: usize,
+    /// RSS after the sync and the settle pause, bytes.
+    pub rss_after_sync: u64,
+    /// Peak RSS up to that point, bytes.
+    pub peak_rss_sync: u64,
+}
+
+/// What the child reports at the end.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ChildResult {
+    /// The sync phase.
+    pub sync: SyncResult,
+    /// Update events counted.
+    pub events: u64,
+    /// First to last event, seconds.
+    pub events_secs: f64,
+    /// CPU time of the child from the first to the last event, seconds.
+    pub events_cpu_secs: f64,
+    /// RSS once every event was applied, bytes.
+    pub rss_end: u64,
+    /// Peak RSS over the whole run, bytes.
+    pub peak_rss: u64,
+    /// Sum of the generation label over the cache at the end.
+    pub gen_sum: u64,
+    /// Whether the cache held exactly the expected state at the end.
+    pub verified: bool,
+}
+
+impl ChildResult {
+    /// Events per second, first to last event.
+    pub fn events_per_sec(&self) -> f64 {
+        if self.events_secs > 0.0 && self.events > 1 {
+            (self.events - 1) as f64 / self.events_secs
+        } else {
+            0.0
+        }
+    }
+
+    /// CPU microseconds per event.
+    pub fn cpu_us_per_event(&self) -> f64 {
+        if self.events > 0 {
+            self.events_cpu_secs * 1e6 / self.events as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// If this process was started as a benchmark child (first argument
+/// [`CHILD_COMMAND`]), runs the child and returns its exit code; otherwise returns `None`
+/// at once. Call it first thing in `main` of every binary that calls [`crate::run`]
+/// (the parent starts children as `current_exe() __kw-bench-child ...`).
+pub async fn run_child_if_requested() -> Option<ExitCode> {
+    let mut args = std::env::args_os();
+    let _exe = args.next();
+    if args.next().as_deref() != Some(std::ffi::OsStr::new(CHILD_COMMAND)) {
+        return None;
+    }
+    let parsed = <ChildArgs as clap::Parser>::try_parse_from(
+        std::iter::once(std::ffi::OsString::from(CHILD_COMMAND)).chain(args),
+    );
+    let args = match parsed {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return Some(ExitCode::from(2));
+        }
+    };
+    Some(match run_child(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kw-bench child: {e}");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+fn emit<T: Serialize>(kind: &str, value: &T) -> Result<(), BenchError> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| BenchError::Child(format!("cannot encode report: {e}")))?;
+    // stdout is line-buffered: the line reaches the parent at once.
+    println!("{LINE_PREFIX}{kind} {json}");
+    Ok(())
+}
+
+/// Counts update events; remembers when the first and the last one arrived.
+struct Counter {
+    target: u64,
+    seen: AtomicU64,
+    first: OnceLock<(Instant, f64)>,
+    last: OnceLock<(Instant, f64)>,
+    done: Notify,
+}
+
+impl Counter {
+    fn new(target: u64) -> Arc<Self> {
+        Arc::new(Self {
+            target,
+            seen: AtomicU64::new(0),
+            first: OnceLock::new(),
+            last: OnceLock::new(),
+            done: Notify::new(),
+        })
+    }
+
+    fn hit(&self) {
+        let n = self.seen.fetch_add(1, Ordering::AcqRel) + 1;
+        if n == 1 {
+            let _ = self.first.set((Instant::now(), procfs::cpu_seconds()));
+        }
+        if n == self.target {
+            let _ = self.last.set((Instant::now(), procfs::cpu_seconds()));
+            self.done.notify_one();
+        }
+    }
+
+    async fn wait(&self, timeout: Duration) -> Result<(), BenchError> {
+        if self.target == 0 {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.done.notified();
+            if self.last.get().is_some() {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(BenchError::Child(format!(
+                    "saw {} of {} update events in {timeout:?}",
+                    self.seen.load(Ordering::Acquire),
+                    self.target
+                )));
+            }
+        }
+    }
+}
+
+/// The cache under test, behind a uniform interface.
+trait Cache {
+    fn len(&self) -> usize;
+    fn gen_sum(&self) -> u64;
+}
+
+fn gen_of(pod: &Pod) -> u64 {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(GEN_LABEL))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+struct KubewrightCache(kubewright_runtime::Store<Pod>);
+
+impl Cache for KubewrightCache {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn gen_sum(&self) -> u64 {
+        self.0.list().iter().map(|p| gen_of(p)).sum()
+    }
+}
+
+struct KubeRsCache(kube::runtime::reflector::Store<Pod>);
+
+impl Cache for KubeRsCache {
+    fn len(&self) -> usize {
+        self.0.state().len()
+    }
+    fn gen_sum(&self) -> u64 {
+        self.0.state().iter().map(|p| gen_of(p)).sum()
+    }
+}
+
+/// Something that must stay alive while the cache is measured (informers, tasks).
+type Guard = Box<dyn std::any::Any + Send>;
+
+/// Starts the variant's cache; returns once it has synced.
+async fn start(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    match args.variant {
+        Variant::Kubewright | Variant::KubewrightStrip => {
+            start_kubewright(args, counter, timeout).await
+        }
+        Variant::KubeRs | Variant::KubeRsStrip => start_kube_rs(args, counter, timeout).await,
+    }
+}
+
+async fn start_kubewright(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    use kubewright_runtime::{
+        HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
+    };
+    let uri: http::Uri = args
+        .url
+        .parse()
+        .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?;
+    let mut config = kubewright_client::Config::new(uri);
+    config.qps = 0.0;
+    let client = kubewright_client::Client::new(config)
+        .map_err(|e| BenchError::Child(format!("kubewright client: {e}")))?;
+    let factory = SharedInformerFactory::new(client)
+        .with_config(ReflectorConfig::default().page_size(args.page_size))
+        .strip_managed_fields(args.variant == Variant::KubewrightStrip);
+    let informer = factory.informer::<Pod>(InformerParams::default().namespace(&args.namespace));
+    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
+    factory.start();
+    factory
+        .wait_for_cache_sync(timeout)
+        .await
+        .map_err(|e| BenchError::Child(format!("kubewright informer: {e}")))?;
+    let store = informer.store();
+    Ok((
+        Box::new(KubewrightCache(store)),
+        Box::new((factory, informer)),
+    ))
+}
+
+async fn start_kube_rs(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let uri: http::Uri = args
+        .url
+        .parse()
+        .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?;
+    let client = kube::Client::try_from(kube::Config::new(uri))
+        .map_err(|e| BenchError::Child(format!("kube client: {e}")))?;
+    let api: kube::Api<Pod> = kube::Api::namespaced(client, &args.namespace);
+    let (reader, writer) = reflector::store::<Pod>();
+    let wc = watcher::Config::default().page_size(args.page_size);
+    let events = if args.variant == Variant::KubeRsStrip {
+        watcher(api, wc)
+            .modify(|pod| pod.metadata.managed_fields = None)
+            .boxed()
+    } else {
+        watcher(api, wc).boxed()
+    };
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let task_errors = errors.clone();
+    let mut stream = reflector::reflector(writer, events).boxed();
+    let task = tokio::spawn(async move {
+        let mut synced = false;
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(_)) if synced => counter.hit(),
+                Ok(watcher::Event::InitDone) => synced = true,
+                Ok(_) => {}
+                Err(e) => {
+                    let mut errs = task_errors.lock().unwrap_or_else(|p| p.into_inner());
+                    if errs.len() < 20 {
+                        errs.push(e.to_string());
+                    }
+                }
+            }
+        }
+    });
+    let ready = tokio::time::timeout(timeout, reader.wait_until_ready()).await;
+    if !matches!(ready, Ok(Ok(()))) {
+        let errs = errors.lock().unwrap_or_else(|p| p.into_inner()).join("; ");
+        return Err(BenchError::Child(format!(
+            "kube-rs reflector not ready after {timeout:?}: {errs}"
+        )));
+    }
+    Ok((Box::new(KubeRsCache(reader)), Box::new(AbortOnDrop(task))))
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs one child: sync, report, count events, verify, report.
+pub async fn run_child(args: ChildArgs) -> Result<(), BenchError> {
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let baseline_rss = procfs::rss();
+    let counter = Counter::new(args.events);
+    let cpu0 = procfs::cpu_seconds();
+    let t0 = Instant::now();
+    let (cache, guard) = start(&args, counter.clone(), timeout).await?;
+    // Synced means the initial list is in the cache; wait for the count to be sure.
+    let deadline = Instant::now() + timeout;
+    while cache.len() < args.pods {
+        if Instant::now() > deadline {
+            return Err(BenchError::Child(format!(
+                "cache holds {} of {} pods after {timeout:?}",
+                cache.len(),
+                args.pods
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let sync_secs = t0.elapsed().as_secs_f64();
+    let sync_cpu_secs = procfs::cpu_seconds() - cpu0;
+    let synced_objects = cache.len();
+    tokio::time::sleep(Duration::from_millis(args.settle_ms)).await;
+    let sync = SyncResult {
+        baseline_rss,
+        sync_secs,
+        sync_cpu_secs,
+        synced_objects,
+        rss_after_sync: procfs::rss(),
+        peak_rss_sync: procfs::peak_rss(),
+    };
+    emit("synced", &sync)?;
+
+    counter.wait(timeout).await?;
+    let (first, last) = match (counter.first.get(), counter.last.get()) {
+        (Some(f), Some(l)) => (*f, *l),
+        _ => ((Instant::now(), 0.0), (Instant::now(), 0.0)),
+    };
+    // The last event was counted by a handler after the store write; give a concurrent
+    // writer (kube-rs applies before yielding, kubewright before dispatching) no chance to
+    // be behind: both already are up to date here.
+    let mut gen_sum = cache.gen_sum();
+    let verify_deadline = Instant::now() + Duration::from_secs(10);
+    while gen_sum != args.expect_gen_sum && Instant::now() < verify_deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        gen_sum = cache.gen_sum();
+    }
+    let result = ChildResult {
+        sync,
+        events: counter.seen.load(Ordering::Acquire),
+        events_secs: last.0.saturating_duration_since(first.0).as_secs_f64(),
+        events_cpu_secs: (last.1 - first.1).max(0.0),
+        rss_end: procfs::rss(),
+        peak_rss: procfs::peak_rss(),
+        gen_sum,
+        verified: gen_sum == args.expect_gen_sum && cache.len() == args.pods,
+    };
+    emit("done", &result)?;
+    // Exit without tearing the caches down: nothing is measured any more.
+    drop(guard);
+    Ok(())
+}

@@ -1,0 +1,603 @@
+//! The informer benchmark: kubewright's informer against kube-rs's reflector, side by side
+//! in one run (`kw bench`, or the `kw-bench` binary of this crate).
+//!
+//! The parent process starts the embedded API server, creates N realistic pods (~5 KB of
+//! JSON each, plus the `managedFields` the server adds) and then, for every library
+//! variant, starts a **child process** (the same binary, see [`run_child_if_requested`])
+//! so that memory is measured per library. A child starts an informer (kubewright) or a
+//! `watcher` + `reflector` (kube-rs) on the pods with list pages of 500, reports its sync
+//! time and RSS, and counts the update events applied to its cache while the parent
+//! produces E watch events (merge patches of a label and an annotation, spread over the
+//! pods); it reports events/s (first to last event), CPU per event, peak RSS (`VmHWM`) and
+//! RSS at the end, and checks its cache holds the exact final state.
+//!
+//! Two ways to produce the load ([`Mode`]):
+//! * **replay** (the default): the list pages and the watch stream (E events) are recorded
+//!   once from the embedded server and served byte for byte, in the same chunks, to every
+//!   child by a tiny replay server. It isolates the client's decode + cache cost, and the
+//!   throughput is the client's own, not the server's or the patch load's.
+//! * **live**: each child lists from the embedded server and the parent patches the pods
+//!   while the child watches: end to end, with the server (in the parent) and the patch
+//!   load competing with the child for the CPUs, so events/s is bounded by the server;
+//!   compare CPU per event there.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), kubewright_bench::BenchError> {
+//! // In `main`, before anything else:
+//! if let Some(code) = kubewright_bench::run_child_if_requested().await {
+//!     std::process::exit(if code == std::process::ExitCode::SUCCESS { 0 } else { 1 });
+//! }
+//! let report = kubewright_bench::run(kubewright_bench::BenchOptions::quick()).await?;
+//! println!("{report}");
+//! # Ok(()) }
+//! ```
+
+mod child;
+mod load;
+mod pods;
+mod procfs;
+mod replay;
+mod report;
+
+pub use child::{
+    CHILD_COMMAND, ChildArgs, ChildResult, SyncResult, run_child, run_child_if_requested,
+};
+pub use report::{Report, VariantReport};
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+/// Errors of a benchmark run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Bad options.
+    #[error("invalid options: {0}")]
+    Options(String),
+    /// The embedded server, the pods or the recording could not be set up.
+    #[error("setup failed: {0}")]
+    Setup(String),
+    /// A child process failed (inside the child).
+    #[error("{0}")]
+    Child(String),
+    /// A child process failed (seen from the parent).
+    #[error("{variant} child ({mode}) failed: {message}")]
+    ChildFailed {
+        /// The variant it ran.
+        variant: Variant,
+        /// The mode it ran in.
+        mode: Mode,
+        /// What went wrong, with the end of its stderr.
+        message: String,
+    },
+}
+
+/// A library and its configuration under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Variant {
+    /// kubewright `SharedInformerFactory` informer, default settings.
+    Kubewright,
+    /// The same with the `strip_managed_fields` transform.
+    KubewrightStrip,
+    /// kube-rs `watcher` + `reflector`, default settings.
+    KubeRs,
+    /// The same with `.modify()` removing `managedFields` before the reflector.
+    KubeRsStrip,
+}
+
+impl Variant {
+    /// Every variant, in table order.
+    pub const ALL: [Variant; 4] = [
+        Variant::Kubewright,
+        Variant::KubewrightStrip,
+        Variant::KubeRs,
+        Variant::KubeRsStrip,
+    ];
+
+    /// The name used on the command line and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Kubewright => "kubewright",
+            Variant::KubewrightStrip => "kubewright+strip",
+            Variant::KubeRs => "kube-rs",
+            Variant::KubeRsStrip => "kube-rs+strip",
+        }
+    }
+
+    /// Whether this is a kubewright variant.
+    pub fn is_kubewright(self) -> bool {
+        matches!(self, Variant::Kubewright | Variant::KubewrightStrip)
+    }
+
+    /// The kube-rs variant to compare a kubewright variant with (same transform).
+    pub fn baseline(self) -> Option<Variant> {
+        match self {
+            Variant::Kubewright => Some(Variant::KubeRs),
+            Variant::KubewrightStrip => Some(Variant::KubeRsStrip),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Variant::ALL
+            .into_iter()
+            .find(|v| v.name() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown library variant {s:?} (expected one of {})",
+                    Variant::ALL.map(Variant::name).join(", ")
+                )
+            })
+    }
+}
+
+/// Where a child's list and watch come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Mode {
+    /// Recorded list pages and watch stream, replayed identically to every child.
+    Replay,
+    /// The embedded API server, with the parent patching pods during the watch.
+    Live,
+}
+
+impl Mode {
+    /// The name used on the command line and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Replay => "replay",
+            Mode::Live => "live",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "replay" => Ok(Mode::Replay),
+            "live" => Ok(Mode::Live),
+            other => Err(format!("unknown mode {other:?} (expected replay or live)")),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Pods to create and sync.
+    pub pods: usize,
+    /// Watch events (pod updates) after the sync.
+    pub events: usize,
+    /// Variants to run, in this order.
+    pub variants: Vec<Variant>,
+    /// Modes to run (each variant runs once per mode).
+    pub modes: Vec<Mode>,
+    /// List page size (both libraries).
+    pub page_size: u32,
+    /// Concurrent requests of the parent when creating and patching pods.
+    pub concurrency: usize,
+    /// Executable to start the children with (default: the current executable, which
+    /// must call [`run_child_if_requested`] first thing in `main`).
+    pub child_exe: Option<PathBuf>,
+    /// Give up on a phase after this long.
+    pub timeout: Duration,
+    /// Print progress to stderr.
+    pub progress: bool,
+}
+
+impl Default for BenchOptions {
+    /// The issue's size: 20,000 pods, 100,000 events, every variant, replay mode.
+    fn default() -> Self {
+        Self {
+            pods: 20_000,
+            events: 100_000,
+            variants: Variant::ALL.to_vec(),
+            modes: vec![Mode::Replay],
+            page_size: 500,
+            concurrency: 32,
+            child_exe: None,
+            timeout: Duration::from_secs(900),
+            progress: true,
+        }
+    }
+}
+
+impl BenchOptions {
+    /// A preset for CI: 2,000 pods, 10,000 events, every variant, both modes (well under
+    /// a minute on 2 cores).
+    pub fn quick() -> Self {
+        Self {
+            pods: 2_000,
+            events: 10_000,
+            modes: vec![Mode::Replay, Mode::Live],
+            timeout: Duration::from_secs(300),
+            ..Self::default()
+        }
+    }
+
+    fn validate(&self) -> Result<(), BenchError> {
+        if self.pods == 0 {
+            return Err(BenchError::Options("--pods must be at least 1".into()));
+        }
+        if self.variants.is_empty() {
+            return Err(BenchError::Options("no library variant selected".into()));
+        }
+        if self.modes.is_empty() {
+            return Err(BenchError::Options("no mode selected".into()));
+        }
+        if self.page_size == 0 {
+            return Err(BenchError::Options("--page-size must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Command-line options of `kw bench` / `kw-bench` (flatten into a clap command).
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Number of pods to create and sync [default: 20000, quick: 2000].
+    #[arg(long)]
+    pub pods: Option<usize>,
+    /// Number of watch events (pod updates) after the sync [default: 100000, quick: 10000].
+    #[arg(long)]
+    pub events: Option<usize>,
+    /// Library variants, comma-separated: kubewright, kubewright+strip, kube-rs,
+    /// kube-rs+strip [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub libs: Vec<String>,
+    /// replay (recorded list + watch stream replayed to each child: client cost only),
+    /// live (embedded server, patches during the watch: end to end), or both
+    /// [default: replay, quick: both].
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Small preset for CI: 2,000 pods, 10,000 events, both modes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Concurrent create/patch requests of the load generator.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// List page size.
+    #[arg(long, default_value_t = 500)]
+    pub page_size: u32,
+    /// No progress messages on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl BenchArgs {
+    /// The options these arguments describe.
+    pub fn into_options(self) -> Result<BenchOptions, BenchError> {
+        let mut o = if self.quick {
+            BenchOptions::quick()
+        } else {
+            BenchOptions::default()
+        };
+        if let Some(p) = self.pods {
+            o.pods = p;
+        }
+        if let Some(e) = self.events {
+            o.events = e;
+        }
+        if !self.libs.is_empty() {
+            o.variants = self
+                .libs
+                .iter()
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.parse().map_err(BenchError::Options))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(m) = self.mode {
+            o.modes = match m.trim() {
+                "both" => vec![Mode::Replay, Mode::Live],
+                other => vec![other.parse().map_err(BenchError::Options)?],
+            };
+        }
+        if let Some(c) = self.concurrency {
+            o.concurrency = c.max(1);
+        }
+        o.page_size = self.page_size;
+        o.progress = !self.quiet;
+        o.validate()?;
+        Ok(o)
+    }
+}
+
+const NAMESPACE: &str = "kw-bench";
+
+fn progress(opts: &BenchOptions, msg: impl fmt::Display) {
+    if opts.progress {
+        eprintln!("[kw bench] {msg}");
+    }
+}
+
+/// Runs the benchmark and returns the comparison (print it with `{}`).
+pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
+    opts.validate()?;
+    let exe = match &opts.child_exe {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| BenchError::Setup(format!("cannot find the current executable: {e}")))?,
+    };
+    let started = Instant::now();
+    let replays = opts.modes.contains(&Mode::Replay);
+    let server = kubewright_apiserver::TestServer::builder()
+        .history(opts.pods + opts.events + 10_000)
+        .start()
+        .await
+        .map_err(|e| BenchError::Setup(format!("embedded server: {e}")))?;
+    let http = load::Http::new(&server.url());
+    progress(&opts, format_args!("creating {} pods", opts.pods));
+    let t = Instant::now();
+    load::create_pods(&http, NAMESPACE, opts.pods, opts.concurrency).await?;
+    let create_secs = t.elapsed().as_secs_f64();
+
+    // The recording always runs first: it applies updates 0..events, so the live runs
+    // continue the numbering and every child knows the final generation sum.
+    let mut applied = 0usize;
+    let mut replay_server = None;
+    let mut list_stats = None;
+    if replays {
+        progress(
+            &opts,
+            format_args!("recording the list and {} watch events", opts.events),
+        );
+        let t = Instant::now();
+        let rec = load::record(
+            &http,
+            NAMESPACE,
+            opts.pods,
+            opts.events,
+            opts.page_size,
+            opts.concurrency,
+            opts.timeout,
+        )
+        .await?;
+        applied += opts.events;
+        list_stats = Some((rec.list_bytes, rec.watch_bytes, t.elapsed().as_secs_f64()));
+        replay_server = Some(replay::ReplayServer::start(NAMESPACE, rec).await?);
+    }
+    let list_bytes = match list_stats {
+        Some((b, _, _)) => b,
+        None => measure_list_bytes(&http, opts.page_size).await?,
+    };
+
+    let mut results = Vec::new();
+    for &mode in &opts.modes {
+        for &variant in &opts.variants {
+            progress(&opts, format_args!("{variant} ({mode})"));
+            let (url, first_update) = match (mode, &replay_server) {
+                (Mode::Replay, Some(r)) => {
+                    r.hold();
+                    (r.url().to_string(), None)
+                }
+                _ => (server.url(), Some(applied)),
+            };
+            let expect_gen_sum = match first_update {
+                Some(first) => first + opts.events,
+                None => opts.events,
+            };
+            let args = ChildArgs {
+                variant,
+                mode,
+                url,
+                namespace: NAMESPACE.to_string(),
+                pods: opts.pods,
+                events: opts.events as u64,
+                expect_gen_sum: expect_gen_sum as u64,
+                page_size: opts.page_size,
+                settle_ms: 500,
+                timeout_secs: opts.timeout.as_secs().max(1),
+            };
+            let result = run_one(&exe, args, &opts, |_| async {
+                match first_update {
+                    Some(first) => {
+                        load::apply_updates(
+                            &http,
+                            NAMESPACE,
+                            opts.pods,
+                            first,
+                            opts.events,
+                            opts.concurrency,
+                        )
+                        .await
+                    }
+                    None => {
+                        if let Some(r) = &replay_server {
+                            r.release();
+                        }
+                        Ok(())
+                    }
+                }
+            })
+            .await?;
+            if first_update.is_some() {
+                applied += opts.events;
+            }
+            results.push(VariantReport {
+                variant,
+                mode,
+                result,
+            });
+        }
+    }
+    Ok(Report {
+        pods: opts.pods,
+        events: opts.events,
+        page_size: opts.page_size,
+        avg_object_bytes: list_bytes / opts.pods.max(1),
+        watch_bytes: list_stats.map(|(_, w, _)| w),
+        create_secs,
+        record_secs: list_stats.map(|(_, _, s)| s),
+        total_secs: started.elapsed().as_secs_f64(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        results,
+    })
+}
+
+/// Bytes of one full paged list (to report the object size when nothing was recorded).
+async fn measure_list_bytes(http: &load::Http, page_size: u32) -> Result<usize, BenchError> {
+    let mut total = 0;
+    let mut token = String::new();
+    loop {
+        let mut path = format!("/api/v1/namespaces/{NAMESPACE}/pods?limit={page_size}");
+        if !token.is_empty() {
+            path.push_str("&continue=");
+            path.extend(form_urlencoded::byte_serialize(token.as_bytes()));
+        }
+        let body = http.get(&path).await?;
+        total += body.len();
+        let v: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| BenchError::Setup(format!("list page: {e}")))?;
+        match v["metadata"]["continue"].as_str().filter(|c| !c.is_empty()) {
+            Some(c) => token = c.to_string(),
+            None => return Ok(total),
+        }
+    }
+}
+
+/// Starts one child, waits for its sync report, runs `load` (which produces the events),
+/// and waits for its final report.
+async fn run_one<F, Fut>(
+    exe: &PathBuf,
+    args: ChildArgs,
+    opts: &BenchOptions,
+    load: F,
+) -> Result<ChildResult, BenchError>
+where
+    F: FnOnce(&SyncResult) -> Fut,
+    Fut: Future<Output = Result<(), BenchError>>,
+{
+    let (variant, mode) = (args.variant, args.mode);
+    let fail = |message: String| BenchError::ChildFailed {
+        variant,
+        mode,
+        message,
+    };
+    let mut child = tokio::process::Command::new(exe)
+        .arg(CHILD_COMMAND)
+        .args(args.to_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| fail(format!("cannot start {}: {e}", exe.display())))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| fail("no stdout".into()))?;
+    let mut stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| fail("no stderr".into()))?;
+    let stderr_task = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf).await;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    });
+    let mut lines = BufReader::new(stdout).lines();
+    let timeout = opts.timeout;
+    let outcome = async {
+        let sync: SyncResult = next_report(&mut lines, "synced", timeout).await?;
+        progress(
+            opts,
+            format_args!(
+                "  synced {} pods in {:.2} s, RSS {:.0} MiB",
+                sync.synced_objects,
+                sync.sync_secs,
+                mib(sync.rss_after_sync)
+            ),
+        );
+        let producing = load(&sync);
+        let reading = next_report::<ChildResult>(&mut lines, "done", timeout);
+        let (produced, done) = tokio::join!(producing, reading);
+        produced?;
+        done
+    }
+    .await;
+    let result = match outcome {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            let tail = stderr_task.await.unwrap_or_default();
+            return Err(fail(format!("{e}\n{tail}")));
+        }
+    };
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+    if !matches!(status, Ok(Ok(s)) if s.success()) {
+        let _ = child.start_kill();
+        let tail = stderr_task.await.unwrap_or_default();
+        return Err(fail(format!("child did not exit cleanly: {status:?}\n{tail}")));
+    }
+    progress(
+        opts,
+        format_args!(
+            "  {} events at {:.0}/s, peak RSS {:.0} MiB{}",
+            result.events,
+            result.events_per_sec(),
+            mib(result.peak_rss),
+            if result.verified {
+                ""
+            } else {
+                ", CACHE NOT VERIFIED"
+            }
+        ),
+    );
+    Ok(result)
+}
+
+/// Reads the child's stdout until its `KWBENCH <kind> {json}` line.
+async fn next_report<T: serde::de::DeserializeOwned>(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    kind: &str,
+    timeout: Duration,
+) -> Result<T, BenchError> {
+    let prefix = format!("{}{kind} ", child::LINE_PREFIX);
+    let read = async {
+        loop {
+            match lines.next_line().await {
+                Ok(Some(line)) => {
+                    if let Some(json) = line.strip_prefix(&prefix) {
+                        return serde_json::from_str(json).map_err(|e| {
+                            BenchError::Child(format!("bad {kind} report {json:?}: {e}"))
+                        });
+                    }
+                }
+                Ok(None) => {
+                    return Err(BenchError::Child(format!(
+                        "exited before its {kind} report"
+                    )));
+                }
+                Err(e) => return Err(BenchError::Child(format!("reading its output: {e}"))),
+            }
+        }
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| BenchError::Child(format!("no {kind} report within {timeout:?}")))?
+}
+
+pub(crate) fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}

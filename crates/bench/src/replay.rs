@@ -1,0 +1,151 @@
+//! A tiny HTTP server that replays a [`Recording`]: the list pages by continue token, and
+//! the recorded watch stream once the parent opens the gate (after the child has synced).
+//! Every child gets the identical bytes in the identical chunks, so the comparison
+//! measures the clients' decoding and caching, not the API server.
+
+use crate::BenchError;
+use crate::load::Recording;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+struct State {
+    path: String,
+    recording: Recording,
+    /// Closed (false) until the parent releases the watch stream.
+    gate: watch::Sender<bool>,
+}
+
+/// The running replay server; stops accepting when dropped.
+pub(crate) struct ReplayServer {
+    url: String,
+    state: Arc<State>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ReplayServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl ReplayServer {
+    pub(crate) async fn start(namespace: &str, recording: Recording) -> Result<Self, BenchError> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| BenchError::Setup(format!("replay server: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| BenchError::Setup(format!("replay server: {e}")))?;
+        let state = Arc::new(State {
+            path: format!("/api/v1/namespaces/{namespace}/pods"),
+            recording,
+            gate: watch::Sender::new(false),
+        });
+        let accept_state = state.clone();
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let state = accept_state.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            url: format!("http://{addr}"),
+            state,
+            accept,
+        })
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Closes the gate: watches wait until [`ReplayServer::release`].
+    pub(crate) fn hold(&self) {
+        self.state.gate.send_replace(false);
+    }
+
+    /// Opens the gate: waiting and future watches get the recorded stream.
+    pub(crate) fn release(&self) {
+        self.state.gate.send_replace(true);
+    }
+}
+
+fn full(status: StatusCode, body: Bytes) -> Response<Body> {
+    let mut resp = Response::new(Full::new(body).boxed());
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code.as_u16()
+    });
+    full(code, Bytes::from(body.to_string()))
+}
+
+async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
+    if req.method() != http::Method::GET || req.uri().path() != state.path {
+        return status(StatusCode::NOT_FOUND, "NotFound", "not recorded");
+    }
+    let mut watch_requested = false;
+    let mut token = String::new();
+    for (k, v) in form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
+        match &*k {
+            "watch" => watch_requested = v == "true" || v == "1",
+            "continue" => token = v.into_owned(),
+            _ => {}
+        }
+    }
+    if !watch_requested {
+        return match state.recording.pages.get(&token) {
+            Some(page) => full(StatusCode::OK, page.clone()),
+            None => status(StatusCode::GONE, "Expired", "unknown continue token"),
+        };
+    }
+    let mut gate = state.gate.subscribe();
+    if gate.wait_for(|open| *open).await.is_err() {
+        return status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "stopping");
+    }
+    // The recorded events, then nothing: the watch stays open (a closed watch would make
+    // the client re-watch, and a second stream would double the events).
+    let chunks: Vec<Result<Frame<Bytes>, Infallible>> = state
+        .recording
+        .watch
+        .iter()
+        .map(|c| Ok(Frame::data(c.clone())))
+        .collect();
+    let body = futures::stream::iter(chunks).chain(futures::stream::pending());
+    let mut resp = Response::new(BodyExt::boxed(StreamBody::new(body)));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}

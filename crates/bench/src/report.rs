@@ -1,0 +1,303 @@
+//! The comparison table.
+
+use crate::{ChildResult, Mode, Variant, mib};
+use std::fmt;
+
+/// One child's result.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VariantReport {
+    /// What ran.
+    pub variant: Variant,
+    /// Against what.
+    pub mode: Mode,
+    /// What it measured.
+    pub result: ChildResult,
+}
+
+/// The outcome of [`crate::run`]; `Display` prints the comparison table.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Report {
+    /// Pods synced.
+    pub pods: usize,
+    /// Update events after the sync.
+    pub events: usize,
+    /// List page size.
+    pub page_size: u32,
+    /// Average size of one pod in a list page (JSON, with managedFields), bytes.
+    pub avg_object_bytes: usize,
+    /// Size of the recorded watch stream, bytes (replay mode).
+    pub watch_bytes: Option<usize>,
+    /// Time to create the pods, seconds.
+    pub create_secs: f64,
+    /// Time to record the list and the watch stream, seconds (replay mode).
+    pub record_secs: Option<f64>,
+    /// Whole run, seconds.
+    pub total_secs: f64,
+    /// CPUs available.
+    pub cpus: usize,
+    /// Every child's result, in run order.
+    pub results: Vec<VariantReport>,
+}
+
+/// The targets for kubewright / kube-rs.
+const TARGET_SYNC: f64 = 0.5;
+const TARGET_MEMORY: f64 = 0.5;
+const TARGET_THROUGHPUT: f64 = 2.0;
+
+impl Report {
+    /// The result of `variant` in `mode`.
+    pub fn get(&self, variant: Variant, mode: Mode) -> Option<&ChildResult> {
+        self.results
+            .iter()
+            .find(|r| r.variant == variant && r.mode == mode)
+            .map(|r| &r.result)
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Whether every child's cache ended in the exact expected state.
+    pub fn all_verified(&self) -> bool {
+        self.results.iter().all(|r| r.result.verified)
+    }
+
+    fn modes(&self) -> Vec<Mode> {
+        let mut modes = Vec::new();
+        for r in &self.results {
+            if !modes.contains(&r.mode) {
+                modes.push(r.mode);
+            }
+        }
+        modes
+    }
+
+    fn variants(&self, mode: Mode) -> Vec<Variant> {
+        self.results
+            .iter()
+            .filter(|r| r.mode == mode)
+            .map(|r| r.variant)
+            .collect()
+    }
+}
+
+const LABEL: usize = 30;
+const COL: usize = 17;
+
+fn row(
+    f: &mut fmt::Formatter<'_>,
+    label: &str,
+    cells: impl IntoIterator<Item = String>,
+) -> fmt::Result {
+    write!(f, "  {label:<LABEL$}")?;
+    for c in cells {
+        write!(f, "{c:>COL$}")?;
+    }
+    writeln!(f)
+}
+
+fn secs(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+fn mem(bytes: u64) -> String {
+    format!("{:.0} MiB", mib(bytes))
+}
+
+fn ratio(num: f64, den: f64) -> Option<f64> {
+    (den > 0.0 && num.is_finite()).then(|| num / den)
+}
+
+fn judge(r: Option<f64>, target: f64, lower_is_better: bool) -> String {
+    match r {
+        None => "n/a".into(),
+        Some(r) => {
+            let met = if lower_is_better {
+                r <= target
+            } else {
+                r >= target
+            };
+            let cmp = if lower_is_better { "<=" } else { ">=" };
+            format!(
+                "{r:.2}x ({} {cmp} {target:.1})",
+                if met { "met" } else { "MISSED" }
+            )
+        }
+    }
+}
+
+fn mode_description(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Replay => {
+            "list pages and watch stream recorded once from the embedded server and replayed byte for byte, in the same chunks, to every child (no gzip): measures the client's decode + cache cost alone"
+        }
+        Mode::Live => {
+            "each child lists from the embedded API server (kubewright asks for gzip, kube-rs without its `gzip` feature does not) and the parent patches pods during the watch; server, patch load and child share the CPUs, so events/s is bounded by the server: compare CPU per event"
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "kubewright informer benchmark: {} pods (avg {:.1} KiB of JSON each, managedFields included), {} watch events, list pages of {}, {} CPUs",
+            self.pods,
+            self.avg_object_bytes as f64 / 1024.0,
+            self.events,
+            self.page_size,
+            self.cpus
+        )?;
+        writeln!(
+            f,
+            "each library runs in its own child process (same binary, same Tokio runtime and allocator); update events are merge patches of one label and one annotation spread over the pods"
+        )?;
+        for mode in self.modes() {
+            let variants = self.variants(mode);
+            let results: Vec<&ChildResult> = variants
+                .iter()
+                .filter_map(|v| self.get(*v, mode))
+                .collect();
+            writeln!(f)?;
+            writeln!(f, "mode {mode}: {}", mode_description(mode))?;
+            row(f, "", variants.iter().map(|v| v.name().to_string()))?;
+            row(
+                f,
+                "sync time",
+                results.iter().map(|r| secs(r.sync.sync_secs)),
+            )?;
+            row(
+                f,
+                "sync CPU (user+sys)",
+                results.iter().map(|r| secs(r.sync.sync_cpu_secs)),
+            )?;
+            row(
+                f,
+                "steady RSS after sync",
+                results.iter().map(|r| mem(r.sync.rss_after_sync)),
+            )?;
+            row(
+                f,
+                "  minus empty-process RSS",
+                results.iter().map(|r| {
+                    mem(r
+                        .sync
+                        .rss_after_sync
+                        .saturating_sub(r.sync.baseline_rss))
+                }),
+            )?;
+            row(
+                f,
+                "peak RSS during sync",
+                results.iter().map(|r| mem(r.sync.peak_rss_sync)),
+            )?;
+            row(f, "peak RSS", results.iter().map(|r| mem(r.peak_rss)))?;
+            row(
+                f,
+                "RSS after the events",
+                results.iter().map(|r| mem(r.rss_end)),
+            )?;
+            row(
+                f,
+                "events/s (first to last)",
+                results.iter().map(|r| format!("{:.0}", r.events_per_sec())),
+            )?;
+            row(
+                f,
+                "CPU per event",
+                results
+                    .iter()
+                    .map(|r| format!("{:.1} us", r.cpu_us_per_event())),
+            )?;
+            row(
+                f,
+                "cache verified",
+                results
+                    .iter()
+                    .map(|r| if r.verified { "yes" } else { "NO" }.to_string()),
+            )?;
+            let pairs: Vec<(Variant, Variant)> = variants
+                .iter()
+                .filter_map(|v| v.baseline().map(|b| (*v, b)))
+                .filter(|(_, b)| variants.contains(b))
+                .collect();
+            if pairs.is_empty() {
+                continue;
+            }
+            writeln!(
+                f,
+                "  ratios kubewright / kube-rs (targets: sync time and steady RSS <= {TARGET_SYNC:.1}, events/s >= {TARGET_THROUGHPUT:.1})"
+            )?;
+            let ratio_col = 28;
+            write!(f, "  {:<LABEL$}", "")?;
+            for (k, b) in &pairs {
+                write!(f, "{:>ratio_col$}", format!("{k} / {b}"))?;
+            }
+            writeln!(f)?;
+            type Metric = fn(&ChildResult, &ChildResult) -> String;
+            let metrics: [(&str, Metric); 5] = [
+                ("sync time", |k, b| {
+                    judge(
+                        ratio(k.sync.sync_secs, b.sync.sync_secs),
+                        TARGET_SYNC,
+                        true,
+                    )
+                }),
+                ("steady RSS after sync", |k, b| {
+                    judge(
+                        ratio(k.sync.rss_after_sync as f64, b.sync.rss_after_sync as f64),
+                        TARGET_MEMORY,
+                        true,
+                    )
+                }),
+                ("peak RSS", |k, b| {
+                    ratio(k.peak_rss as f64, b.peak_rss as f64)
+                        .map_or("n/a".into(), |r| format!("{r:.2}x"))
+                }),
+                ("events/s", |k, b| {
+                    judge(
+                        ratio(k.events_per_sec(), b.events_per_sec()),
+                        TARGET_THROUGHPUT,
+                        false,
+                    )
+                }),
+                ("CPU per event", |k, b| {
+                    ratio(k.cpu_us_per_event(), b.cpu_us_per_event())
+                        .map_or("n/a".into(), |r| format!("{r:.2}x"))
+                }),
+            ];
+            for (name, metric) in metrics {
+                write!(f, "  {name:<LABEL$}")?;
+                for (k, b) in &pairs {
+                    let cell = match (self.get(*k, mode), self.get(*b, mode)) {
+                        (Some(k), Some(b)) => metric(k, b),
+                        _ => "n/a".into(),
+                    };
+                    write!(f, "{cell:>ratio_col$}")?;
+                }
+                writeln!(f)?;
+            }
+        }
+        writeln!(f)?;
+        write!(
+            f,
+            "setup: pods created in {:.1} s",
+            self.create_secs
+        )?;
+        if let (Some(r), Some(w)) = (self.record_secs, self.watch_bytes) {
+            write!(
+                f,
+                "; list + {} events recorded in {:.1} s ({:.0} MiB of watch stream)",
+                self.events,
+                r,
+                mib(w as u64)
+            )?;
+        }
+        writeln!(f, "; whole run {:.0} s", self.total_secs)
+    }
+}
