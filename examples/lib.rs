@@ -70,3 +70,11 @@ impl Connection {
         }
     }
 }
+
+/// The guides under `docs/`, compiled as doc tests so their examples stay true.
+pub mod guides {
+    #[doc = include_str!("../docs/config-and-auth.md")]
+    pub mod config_and_auth {}
+    #[doc = include_str!("../docs/testing.md")]
+    pub mod testing {}
+}

@@ -548,7 +548,9 @@ where
     if !matches!(status, Ok(Ok(s)) if s.success()) {
         let _ = child.start_kill();
         let tail = stderr_task.await.unwrap_or_default();
-        return Err(fail(format!("child did not exit cleanly: {status:?}\n{tail}")));
+        return Err(fail(format!(
+            "child did not exit cleanly: {status:?}\n{tail}"
+        )));
     }
     progress(
         opts,

@@ -115,12 +115,13 @@ impl Http {
             .await
             .map_err(|e| BenchError::Setup(format!("watch {path}: {e}")))?;
         if !resp.status().is_success() {
-            return Err(BenchError::Setup(format!("watch {path}: {}", resp.status())));
+            return Err(BenchError::Setup(format!(
+                "watch {path}: {}",
+                resp.status()
+            )));
         }
-        Ok(
-            http_body_util::BodyDataStream::new(resp.into_body())
-                .map(|r| r.map_err(|e| BenchError::Setup(format!("watch body: {e}")))),
-        )
+        Ok(http_body_util::BodyDataStream::new(resp.into_body())
+            .map(|r| r.map_err(|e| BenchError::Setup(format!("watch body: {e}")))))
     }
 }
 
@@ -144,7 +145,10 @@ pub(crate) async fn create_pods(
         .await?;
     let rs: serde_json::Value = serde_json::from_slice(&rs)
         .map_err(|e| BenchError::Setup(format!("replicaset response: {e}")))?;
-    let uid = rs["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let uid = rs["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let next = Arc::new(AtomicUsize::new(0));
     let path = format!("/api/v1/namespaces/{namespace}/pods");
     let mut tasks = tokio::task::JoinSet::new();
@@ -199,10 +203,7 @@ pub(crate) async fn apply_updates(
                 if k >= end {
                     return Ok::<(), BenchError>(());
                 }
-                let path = format!(
-                    "/api/v1/namespaces/{ns}/pods/{}",
-                    pods::pod_name(k % pods)
-                );
+                let path = format!("/api/v1/namespaces/{ns}/pods/{}", pods::pod_name(k % pods));
                 let body = Bytes::from(pods::patch(k, k / pods + 1));
                 http.expect(
                     http::Method::PATCH,

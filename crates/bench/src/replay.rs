@@ -131,7 +131,11 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
     }
     let mut gate = state.gate.subscribe();
     if gate.wait_for(|open| *open).await.is_err() {
-        return status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "stopping");
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "stopping",
+        );
     }
     // The recorded events, then nothing: the watch stays open (a closed watch would make
     // the client re-watch, and a second stream would double the events).

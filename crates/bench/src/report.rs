@@ -159,10 +159,8 @@ impl fmt::Display for Report {
         )?;
         for mode in self.modes() {
             let variants = self.variants(mode);
-            let results: Vec<&ChildResult> = variants
-                .iter()
-                .filter_map(|v| self.get(*v, mode))
-                .collect();
+            let results: Vec<&ChildResult> =
+                variants.iter().filter_map(|v| self.get(*v, mode)).collect();
             writeln!(f)?;
             writeln!(f, "mode {mode}: {}", mode_description(mode))?;
             row(f, "", variants.iter().map(|v| v.name().to_string()))?;
@@ -184,12 +182,9 @@ impl fmt::Display for Report {
             row(
                 f,
                 "  minus empty-process RSS",
-                results.iter().map(|r| {
-                    mem(r
-                        .sync
-                        .rss_after_sync
-                        .saturating_sub(r.sync.baseline_rss))
-                }),
+                results
+                    .iter()
+                    .map(|r| mem(r.sync.rss_after_sync.saturating_sub(r.sync.baseline_rss))),
             )?;
             row(
                 f,
@@ -242,11 +237,7 @@ impl fmt::Display for Report {
             type Metric = fn(&ChildResult, &ChildResult) -> String;
             let metrics: [(&str, Metric); 5] = [
                 ("sync time", |k, b| {
-                    judge(
-                        ratio(k.sync.sync_secs, b.sync.sync_secs),
-                        TARGET_SYNC,
-                        true,
-                    )
+                    judge(ratio(k.sync.sync_secs, b.sync.sync_secs), TARGET_SYNC, true)
                 }),
                 ("steady RSS after sync", |k, b| {
                     judge(
@@ -284,11 +275,7 @@ impl fmt::Display for Report {
             }
         }
         writeln!(f)?;
-        write!(
-            f,
-            "setup: pods created in {:.1} s",
-            self.create_secs
-        )?;
+        write!(f, "setup: pods created in {:.1} s", self.create_secs)?;
         if let (Some(r), Some(w)) = (self.record_secs, self.watch_bytes) {
             write!(
                 f,

@@ -21,7 +21,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! # let server = kubewright_apiserver::TestServer::start().await.unwrap();
-//! # let client = kubewright_testing::TestEnv::for_server(server).client();
+//! # let env = kubewright_testing::TestEnv::for_server(server);
+//! # let client = env.client();
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kubewright_client::Api;
