@@ -13,6 +13,9 @@ fn default_interval() -> u32 {
 }
 
 /// What to probe and how often.
+// clippy's `duplicated_attributes` lint sees two `type = "integer"` pairs in the
+// printer columns of the `kube` attribute; they are distinct columns.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "example.kubewright.dev",
