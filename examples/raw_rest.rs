@@ -38,14 +38,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!("GET {name}: {status}, {} bytes", bytes.len());
     // Errors are typed.
-    let err = client
-        .request_bytes(
-            http::Request::get(format!("/api/v1/namespaces/{ns}/configmaps/does-not-exist"))
-                .body(vec![])?,
-        )
-        .await
-        .unwrap_err();
-    println!("missing object: is_not_found = {}", err.is_not_found());
+    let missing = http::Request::get(format!("/api/v1/namespaces/{ns}/configmaps/does-not-exist"))
+        .body(vec![])?;
+    match client.request_bytes(missing).await {
+        Err(err) => println!("missing object: is_not_found = {}", err.is_not_found()),
+        Ok(_) => println!("unexpected: the object exists"),
+    }
     client
         .request_bytes(
             http::Request::delete(format!("/api/v1/namespaces/{ns}/configmaps/{name}"))
