@@ -250,3 +250,76 @@ async fn observer_sees_every_attempt() {
         ]
     );
 }
+
+/// A minimal HTTP CONNECT proxy counting the tunnels it opens.
+async fn connect_proxy() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let tunnels = Arc::new(AtomicUsize::new(0));
+    let count = tunnels.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            let count = count.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if inbound.read_exact(&mut byte).await.is_err() {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let text = String::from_utf8_lossy(&head).to_string();
+                let target = text.split_whitespace().nth(1).unwrap_or("").to_string();
+                if !text.starts_with("CONNECT ") {
+                    let _ = inbound
+                        .write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
+                        .await;
+                    return;
+                }
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                    return;
+                };
+                count.fetch_add(1, Ordering::SeqCst);
+                let _ = inbound
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    });
+    (format!("http://{addr}"), tunnels)
+}
+
+#[tokio::test]
+async fn requests_go_through_the_proxy_url() {
+    let server = TestServer::builder()
+        .tls(true)
+        .token("proxied")
+        .start()
+        .await
+        .unwrap();
+    let (proxy, tunnels) = connect_proxy().await;
+    let kc = Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+    let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).unwrap();
+    cfg.proxy_url = Some(proxy.parse().unwrap());
+    let client = Client::new(cfg).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.list(&ListParams::default()).await.unwrap();
+    let resp = client
+        .send(http::Request::get("/version").body(vec![]).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.version(),
+        http::Version::HTTP_2,
+        "TLS and ALPN run inside the tunnel"
+    );
+    assert!(
+        tunnels.load(Ordering::SeqCst) >= 1,
+        "the request did not go through the proxy"
+    );
+}
