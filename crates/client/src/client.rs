@@ -16,7 +16,6 @@ use serde::de::DeserializeOwned;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
-use tower::Service as _;
 
 type Connector = hyper_rustls::HttpsConnector<ProxyConnector>;
 
