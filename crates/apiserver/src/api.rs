@@ -26,6 +26,8 @@ pub struct ServerOptions {
     pub default_namespaces: bool,
     /// Persist objects in this directory (in memory only when `None`).
     pub data_dir: Option<std::path::PathBuf>,
+    /// Further bearer tokens and the users they authenticate (authorized by RBAC).
+    pub users: Vec<(String, crate::rbac::UserInfo)>,
 }
 
 impl Default for ServerOptions {
@@ -37,6 +39,7 @@ impl Default for ServerOptions {
             max_body: 3 * 1024 * 1024,
             default_namespaces: true,
             data_dir: None,
+            users: vec![],
         }
     }
 }
@@ -60,6 +63,9 @@ pub struct ApiServer {
     pub stats: Stats,
     /// Wakes the background controllers.
     pub(crate) kick: tokio::sync::Notify,
+    /// ServiceAccount tokens issued through `serviceaccounts/token`.
+    pub(crate) issued_tokens:
+        std::sync::Mutex<std::collections::HashMap<String, crate::rbac::UserInfo>>,
 }
 
 /// Where a resource request points.
@@ -110,6 +116,7 @@ impl ApiServer {
             options,
             stats: Stats::default(),
             kick: tokio::sync::Notify::new(),
+            issued_tokens: Default::default(),
         });
         if s.options.default_namespaces {
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -182,8 +189,77 @@ impl ApiServer {
         }))
     }
 
+    /// The user a bearer token authenticates, `None` for an unknown token. Without any
+    /// configured token every request is the admin (an open test server).
+    pub(crate) fn authenticate(&self, bearer: Option<&str>) -> Option<crate::rbac::UserInfo> {
+        let open = self.options.tokens.is_empty() && self.options.users.is_empty();
+        let Some(token) = bearer else {
+            return open.then(crate::rbac::UserInfo::admin);
+        };
+        let eq = |a: &str| {
+            a.len() == token.len()
+                && a.bytes()
+                    .zip(token.bytes())
+                    .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+                    == 0
+        };
+        if open || self.options.tokens.iter().any(|t| eq(t)) {
+            return Some(crate::rbac::UserInfo::admin());
+        }
+        if let Some((_, u)) = self.options.users.iter().find(|(t, _)| eq(t)) {
+            return Some(u.clone());
+        }
+        self.issued_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    fn authorize(&self, req: &Req, t: &Target) -> Result<(), ApiError> {
+        let watch = t.legacy_watch || req.q("watch").is_some_and(|w| w != "false" && w != "0");
+        let verb = match (&req.method, t.name.is_some()) {
+            (&http::Method::GET | &http::Method::HEAD, true) if watch => "watch",
+            (&http::Method::GET | &http::Method::HEAD, true) => "get",
+            (&http::Method::GET | &http::Method::HEAD, false) if watch => "watch",
+            (&http::Method::GET | &http::Method::HEAD, false) => "list",
+            (&http::Method::POST, _) => "create",
+            (&http::Method::PUT, _) => "update",
+            (&http::Method::PATCH, _) => "patch",
+            (&http::Method::DELETE, true) => "delete",
+            (&http::Method::DELETE, false) => "deletecollection",
+            _ => "unknown",
+        };
+        // A list or watch narrowed to one name by field selector is authorized as that name.
+        let selected_name = req
+            .q("fieldSelector")
+            .and_then(|f| kubewright_core::FieldSelector::parse(f).ok())
+            .and_then(|f| f.required_value("metadata.name").map(str::to_string));
+        let name = t.name.clone().or(selected_name).unwrap_or_default();
+        let attrs = crate::rbac::Attributes {
+            verb,
+            group: &t.def.group,
+            resource: &t.def.plural,
+            subresource: t.sub.as_deref(),
+            namespace: t.namespace.as_deref().unwrap_or(""),
+            name: &name,
+        };
+        if crate::rbac::authorize(self, &req.user, &attrs) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                &t.def,
+                &name,
+                crate::rbac::forbidden_message(&req.user, &attrs),
+            ))
+        }
+    }
+
     /// Serves a resource request.
     pub(crate) async fn serve_resource(self: &Arc<Self>, req: Req, t: Target) -> Response<Body> {
+        if let Err(e) = self.authorize(&req, &t) {
+            return h::error_response(&e);
+        }
         let result = match (&req.method, &t.name, &t.sub) {
             (&http::Method::GET, None, None)
                 if req.q("watch").is_some_and(|w| w != "false" && w != "0") || t.legacy_watch =>

@@ -173,20 +173,62 @@ pub fn apply_scale(
 }
 
 /// Access reviews: allow-all authorization, answered without storing anything.
-pub fn review(_srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
+pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
     let mut body = h::decode_body(req)?;
+    let user = &req.user;
     let status = match t.def.kind.as_str() {
         "SelfSubjectAccessReview" => {
-            json!({"allowed": true, "reason": "kubewright embedded server: all requests are allowed"})
+            let ra = body
+                .pointer("/spec/resourceAttributes")
+                .cloned()
+                .unwrap_or(Value::Null);
+            if ra.is_null() {
+                // Non-resource URLs: allowed for administrators only.
+                let allowed = user.groups.iter().any(|g| g == "system:masters");
+                json!({"allowed": allowed})
+            } else {
+                let s = |k: &str| ra.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                let (verb, group, resource, sub, ns, name) = (
+                    s("verb"),
+                    s("group"),
+                    s("resource"),
+                    s("subresource"),
+                    s("namespace"),
+                    s("name"),
+                );
+                let attrs = crate::rbac::Attributes {
+                    verb: &verb,
+                    group: &group,
+                    resource: &resource,
+                    subresource: (!sub.is_empty()).then_some(sub.as_str()),
+                    namespace: &ns,
+                    name: &name,
+                };
+                let allowed = crate::rbac::authorize(srv, user, &attrs);
+                json!({"allowed": allowed, "reason": if allowed { "allowed by RBAC" } else { "" }})
+            }
         }
-        "SelfSubjectRulesReview" => json!({
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            "incomplete": false,
-        }),
-        "SelfSubjectReview" => {
-            json!({"userInfo": {"username": "kubewright-admin", "groups": ["system:masters", "system:authenticated"]}})
+        "SelfSubjectRulesReview" => {
+            let ns = body
+                .pointer("/spec/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if user.groups.iter().any(|g| g == "system:masters") {
+                json!({
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    "incomplete": false,
+                })
+            } else {
+                let rules: Vec<Value> = crate::rbac::rules_for(srv, user, &ns)
+                    .into_iter()
+                    .map(|r| json!({"verbs": r.get("verbs"), "apiGroups": r.get("apiGroups"), "resources": r.get("resources"), "resourceNames": r.get("resourceNames")}))
+                    .collect();
+                json!({"resourceRules": rules, "nonResourceRules": [], "incomplete": false})
+            }
         }
+        "SelfSubjectReview" => json!({"userInfo": {"username": user.name, "groups": user.groups}}),
         _ => return Err(ApiError::method_not_allowed("not supported")),
     };
     body["status"] = status;
@@ -253,8 +295,16 @@ pub fn create_subresource(
                 .unwrap_or_else(|_| jiff::Timestamp::now());
             body["kind"] = json!("TokenRequest");
             body["apiVersion"] = json!("authentication.k8s.io/v1");
+            let token = format!("kw-sa-{}", uuid::Uuid::new_v4().simple());
+            srv.issued_tokens
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    token.clone(),
+                    crate::rbac::UserInfo::service_account(ns, name),
+                );
             body["status"] = json!({
-                "token": format!("kw-sa-{ns}-{name}-{}", uuid::Uuid::new_v4().simple()),
+                "token": token,
                 "expirationTimestamp": exp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             });
             Ok(h::encode(StatusCode::CREATED, &body, &Format::Json))

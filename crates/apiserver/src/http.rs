@@ -25,6 +25,8 @@ pub struct Req {
     pub headers: HeaderMap,
     /// Body.
     pub body: Bytes,
+    /// The authenticated user.
+    pub user: crate::rbac::UserInfo,
 }
 
 impl Req {

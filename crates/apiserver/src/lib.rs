@@ -22,6 +22,7 @@ mod meta;
 mod openapi;
 mod patch;
 mod protobuf;
+mod rbac;
 mod registry;
 mod server;
 mod storage;
@@ -29,4 +30,5 @@ mod table;
 mod watch;
 
 pub use api::{ApiServer, ServerOptions};
+pub use rbac::UserInfo;
 pub use server::{ServeError, ServerBuilder, TestServer, TlsMaterial};

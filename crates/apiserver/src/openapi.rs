@@ -438,6 +438,7 @@ mod tests {
                 .collect(),
             headers,
             body: Bytes::new(),
+            user: crate::rbac::UserInfo::admin(),
         }
     }
 

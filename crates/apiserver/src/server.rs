@@ -134,6 +134,14 @@ impl ServerBuilder {
         self.options.tokens.push(token.into());
         self
     }
+    /// Accept `token` as `user`, whose requests are authorized by RBAC (Roles,
+    /// ClusterRoles and bindings stored in the server). Tokens given to
+    /// [`ServerBuilder::token`] are administrators (`system:masters`).
+    #[must_use]
+    pub fn user(mut self, token: impl Into<String>, user: crate::rbac::UserInfo) -> Self {
+        self.options.users.push((token.into(), user));
+        self
+    }
     /// Persist objects in `dir` (created if missing); a restarted server keeps them.
     #[must_use]
     pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
@@ -304,22 +312,19 @@ async fn handle_inner(
         "/healthz" | "/livez" | "/readyz" | "/version"
     ) || path.starts_with("/livez/")
         || path.starts_with("/readyz/");
-    if !srv.options.tokens.is_empty() && !open {
-        let ok = parts
-            .headers
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| {
-                srv.options
-                    .tokens
-                    .iter()
-                    .any(|k| constant_time_eq(k.as_bytes(), t.trim().as_bytes()))
-            });
-        if !ok {
-            return Err(ApiError::unauthorized());
+    let bearer = parts
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let user = match srv.authenticate(bearer) {
+        Some(u) => u,
+        None if open && bearer.is_none() => {
+            crate::rbac::UserInfo::new("system:anonymous", &["system:unauthenticated"])
         }
-    }
+        None => return Err(ApiError::unauthorized()),
+    };
     let limit = srv.options.max_body;
     let body = match Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),
@@ -347,6 +352,7 @@ async fn handle_inner(
         query_all,
         headers: parts.headers,
         body,
+        user,
     };
     if let Some(t) = r.q("timeout")
         && !t.is_empty()
@@ -363,10 +369,6 @@ async fn handle_inner(
             None => Ok(h::text(StatusCode::NOT_FOUND, "404 page not found\n")),
         },
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Parses a Go duration like `30s`, `1m30s`, `500ms`.

@@ -274,6 +274,7 @@ fn dummy_req() -> Req {
         query_all: vec![],
         headers: Default::default(),
         body: Bytes::new(),
+        user: crate::rbac::UserInfo::admin(),
     }
 }
 

@@ -735,3 +735,91 @@ spec:
     .unwrap();
     assert!(later > first_rv.parse::<u64>().unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_for_a_service_account() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    let rbac = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: reader, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: cm-reader, namespace: {ns}}}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: reader-binding, namespace: {ns}}}
+subjects:
+- kind: ServiceAccount
+  name: reader
+  namespace: {ns}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-reader}}
+"#
+    );
+    env.ok(&["apply", "-f", "-"], Some(&rbac));
+    let token = env
+        .ok(&["create", "token", "reader", "-n", &ns], None)
+        .trim()
+        .to_string();
+    assert!(!token.is_empty());
+    let as_sa = |args: &[&str]| {
+        let mut a = vec!["--token", token.as_str()];
+        a.extend_from_slice(args);
+        env.run(&a, None)
+    };
+    let (ok, out, err) = as_sa(&["get", "configmaps", "-n", &ns]);
+    assert!(ok, "reader may list configmaps: {out}{err}");
+    let (ok, _, err) = as_sa(&["get", "secrets", "-n", &ns]);
+    assert!(
+        !ok && err.contains("Forbidden")
+            && err.contains(&format!("system:serviceaccount:{ns}:reader")),
+        "{err}"
+    );
+    let (ok, _, err) = as_sa(&[
+        "create",
+        "configmap",
+        "nope",
+        "-n",
+        &ns,
+        "--from-literal=a=b",
+    ]);
+    assert!(
+        !ok && err.contains("cannot create resource \"configmaps\""),
+        "{err}"
+    );
+    let (_, out, _) = as_sa(&["auth", "can-i", "list", "configmaps", "-n", &ns]);
+    assert_eq!(out.trim(), "yes");
+    let (_, out, _) = as_sa(&["auth", "can-i", "delete", "configmaps", "-n", &ns]);
+    assert_eq!(out.trim(), "no");
+    let (ok, out, err) = as_sa(&["auth", "whoami", "-o", "json"]);
+    assert!(ok, "{err}");
+    let who: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        who["status"]["userInfo"]["username"],
+        format!("system:serviceaccount:{ns}:reader")
+    );
+    // An unknown token is a 401.
+    let (ok, _, err) = env.run(
+        &[
+            "--token",
+            "not-a-real-token",
+            "get",
+            "configmaps",
+            "-n",
+            &ns,
+        ],
+        None,
+    );
+    assert!(!ok && err.contains("Unauthorized"), "{err}");
+}
