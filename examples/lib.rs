@@ -77,4 +77,6 @@ pub mod guides {
     pub mod config_and_auth {}
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
+    #[doc = include_str!("../docs/migrating-from-kube-rs.md")]
+    pub mod migrating_from_kube_rs {}
 }
