@@ -197,6 +197,10 @@ pub struct BenchOptions {
     /// Executable to start the children with (default: the current executable, which
     /// must call [`run_child_if_requested`] first thing in `main`).
     pub child_exe: Option<PathBuf>,
+    /// A command that wraps every child, e.g. `["heaptrack", "-o", "/tmp/ht"]` or
+    /// `["perf", "record", "-g", "-o", "/tmp/perf.data", "--"]` (profiling). The default
+    /// comes from the environment variable `KW_BENCH_CHILD_WRAPPER` (split at spaces).
+    pub child_wrapper: Vec<String>,
     /// Give up on a phase after this long.
     pub timeout: Duration,
     /// Print progress to stderr.
@@ -214,6 +218,9 @@ impl Default for BenchOptions {
             page_size: 500,
             concurrency: 32,
             child_exe: None,
+            child_wrapper: std::env::var("KW_BENCH_CHILD_WRAPPER")
+                .map(|w| w.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default(),
             timeout: Duration::from_secs(900),
             progress: true,
         }
@@ -491,7 +498,15 @@ where
         mode,
         message,
     };
-    let mut child = tokio::process::Command::new(exe)
+    let mut command = match opts.child_wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut c = tokio::process::Command::new(program);
+            c.args(rest).arg(exe);
+            c
+        }
+        None => tokio::process::Command::new(exe),
+    };
+    let mut child = command
         .arg(CHILD_COMMAND)
         .args(args.to_args())
         .stdin(Stdio::null())

@@ -476,7 +476,9 @@ impl LeaderElectorBuilder {
     ///
     /// When `run` is cancelled, the lease keeps being renewed until this future
     /// finishes, and only then is leadership given up (and the lease released), so the
-    /// next leader never overlaps with work still in flight.
+    /// next leader never overlaps with work still in flight. When renewal fails, the token
+    /// is cancelled at the renew deadline, whatever the future does. Either way `run` only
+    /// returns once the future has finished, so it must honour the token.
     #[must_use]
     pub fn on_started_leading<F, Fut>(mut self, f: F) -> Self
     where
@@ -712,6 +714,16 @@ impl LeaderElector {
         }
     }
 
+    /// Conflicts are the normal outcome of a lost race; anything else is worth a warning.
+    fn log_lock_error(&self, e: &LeaderElectionError, what: &str) {
+        let race = matches!(e, LeaderElectionError::Api(api) if api.is_conflict() || api.is_already_exists());
+        if race {
+            tracing::debug!(lock = %self.inner.name, error = %e, "{what}");
+        } else {
+            tracing::warn!(lock = %self.inner.name, error = %e, "{what}");
+        }
+    }
+
     /// One attempt to acquire or renew (client-go's `tryAcquireOrRenew`).
     async fn try_acquire_or_renew(&self) -> bool {
         let lock = &self.inner.lock;
@@ -760,13 +772,13 @@ impl LeaderElector {
                         true
                     }
                     Err(e) => {
-                        tracing::debug!(lock = %self.inner.name, error = %e, "creating the lock failed");
+                        self.log_lock_error(&e, "creating the lock failed");
                         false
                     }
                 };
             }
             Err(e) => {
-                tracing::debug!(lock = %self.inner.name, error = %e, "reading the lock failed");
+                self.log_lock_error(&e, "reading the lock failed");
                 return false;
             }
         };
@@ -801,7 +813,7 @@ impl LeaderElector {
                 true
             }
             Err(e) => {
-                tracing::debug!(lock = %self.inner.name, error = %e, "updating the lock failed");
+                self.log_lock_error(&e, "updating the lock failed");
                 false
             }
         }

@@ -6,19 +6,30 @@
 //! * [`informer`]: a reflector plus event handlers, each in its own task.
 //! * [`factory`]: [`SharedInformerFactory`], one informer per resource and selectors.
 //! * [`workqueue`]: client-go's work queues and rate limiters.
+//! * [`controller`]: [`Controller`], [`Reconciler`] and [`Action`]: informers -> queue ->
+//!   workers, with predicates, owner mappings, back-off, panics caught, graceful shutdown.
+//! * [`manager`]: [`Manager`], several controllers with one client, informer factory,
+//!   metrics registry and leader election, plus the `/metrics`, `/healthz`, `/readyz`
+//!   endpoints ([`metrics`], [`health`]).
 
+pub mod controller;
 pub mod events;
 pub mod factory;
 pub mod finalizer;
+pub mod health;
 pub mod informer;
 pub mod leaderelection;
+pub mod manager;
+pub mod metrics;
 pub mod owner;
 pub mod reflector;
 pub mod store;
 pub mod workqueue;
 
+pub use controller::{Action, Controller, Predicate, Reconciler, Source};
 pub use factory::{CacheSyncError, InformerParams, SharedInformerFactory};
 pub use informer::{EventHandler, HandlerFuncs, HandlerRegistration, Informer};
+pub use manager::{LeaderElection, Manager};
 pub use reflector::{
     InitialList, ListWatch, MetadataOnly, Reflector, ReflectorConfig, strip_managed_fields,
 };
