@@ -26,6 +26,8 @@ pub enum ExampleError {
 pub struct Connection {
     /// The client.
     pub client: Client,
+    /// Its configuration (to build more clients, e.g. without rate limiting).
+    pub config: kubewright::Config,
     /// The embedded server, when one was started.
     pub server: Option<TestServer>,
 }
@@ -39,7 +41,8 @@ impl Connection {
                 let config =
                     kubewright::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())?;
                 Ok(Self {
-                    client: Client::new(config)?,
+                    client: Client::new(config.clone())?,
+                    config,
                     server: None,
                 })
             }
@@ -49,7 +52,8 @@ impl Connection {
                 let config =
                     kubewright::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())?;
                 Ok(Self {
-                    client: Client::new(config)?,
+                    client: Client::new(config.clone())?,
+                    config,
                     server: Some(server),
                 })
             }

@@ -63,3 +63,129 @@ pub struct MonitorStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map: Option<String>,
 }
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kubewright::core::{Patch, PatchParams};
+use kubewright::runtime::controller::Action;
+use kubewright::runtime::events::{Event, EventRecorder, EventType, object_reference};
+use kubewright::runtime::owner::controller_owner_ref;
+use kubewright::{Api, Client, ResourceExt};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The field manager of the operator's server-side applies.
+pub const MANAGER: &str = "monitor-operator";
+
+/// What the reconciler needs.
+pub struct MonitorContext {
+    /// API client.
+    pub client: Client,
+    /// Event recorder (optional).
+    pub recorder: Option<EventRecorder>,
+}
+
+/// Reconcile errors.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Api(#[from] kubewright::Error),
+    /// The object has no namespace.
+    #[error("monitor {0} has no namespace")]
+    NoNamespace(String),
+    /// The owner reference could not be built.
+    #[error("owner reference: {0}")]
+    Owner(#[from] kubewright::runtime::owner::OwnerError),
+}
+
+/// Names of the objects a Monitor owns.
+pub fn owned_names(monitor_name: &str) -> (String, String) {
+    (
+        format!("{monitor_name}-config"),
+        format!("{monitor_name}-prober"),
+    )
+}
+
+/// Brings the owned ConfigMap and Deployment in line with the Monitor's spec (server-side
+/// apply, so the operator owns exactly its fields) and reports the status.
+pub async fn reconcile(
+    monitor: Arc<Monitor>,
+    ctx: Arc<MonitorContext>,
+) -> Result<Action, MonitorError> {
+    let name = monitor.name_any();
+    let ns = monitor
+        .namespace()
+        .map(str::to_string)
+        .ok_or_else(|| MonitorError::NoNamespace(name.clone()))?;
+    let owner = controller_owner_ref(monitor.as_ref())?;
+    let (cm_name, deploy_name) = owned_names(&name);
+    let apply = PatchParams::apply(MANAGER).force();
+
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": cm_name, "ownerReferences": [owner]},
+        "data": {"target": monitor.spec.target, "intervalSeconds": monitor.spec.interval_seconds.to_string()},
+    });
+    Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+        .patch(&cm_name, &apply, &Patch::Apply(cm))
+        .await?;
+
+    let labels = serde_json::json!({"app.kubernetes.io/name": "monitor-prober", "monitor": name});
+    let deploy = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": deploy_name, "ownerReferences": [owner]},
+        "spec": {
+            "replicas": monitor.spec.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{
+                    "name": "prober", "image": "curlimages/curl:8.10.1",
+                    "args": ["sh", "-c", format!("while true; do curl -fsS {} >/dev/null; sleep {}; done", monitor.spec.target, monitor.spec.interval_seconds)],
+                    "volumeMounts": [{"name": "config", "mountPath": "/etc/monitor"}],
+                }],
+                "volumes": [{"name": "config", "configMap": {"name": cm_name}}]}
+            }
+        }
+    });
+    let deployments = Api::<Deployment>::namespaced(ctx.client.clone(), &ns);
+    let applied = deployments
+        .patch(&deploy_name, &apply, &Patch::Apply(deploy))
+        .await?;
+    let ready = applied
+        .status
+        .as_ref()
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+
+    let status = serde_json::json!({
+        "status": {
+            "observedGeneration": monitor.metadata.generation,
+            "replicas": monitor.spec.replicas,
+            "readyReplicas": ready,
+            "configMap": cm_name,
+        }
+    });
+    let current = monitor.status.clone().unwrap_or_default();
+    let changed = current.observed_generation != monitor.metadata.generation
+        || current.replicas != monitor.spec.replicas
+        || current.ready_replicas != ready;
+    if changed {
+        Api::<Monitor>::namespaced(ctx.client.clone(), &ns)
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await?;
+        if let Some(rec) = &ctx.recorder {
+            let note = format!(
+                "{} prober replica(s) for {}",
+                monitor.spec.replicas, monitor.spec.target
+            );
+            rec.publish(
+                &object_reference(monitor.as_ref()),
+                Event::new(EventType::Normal, "Reconciled", "Reconcile").note(note),
+            );
+        }
+    }
+    // Re-check periodically so prober readiness shows up in the status.
+    Ok(Action::requeue(Duration::from_secs(300)))
+}

@@ -63,6 +63,8 @@ pub struct ApiServer {
     pub stats: Stats,
     /// Wakes the background controllers.
     pub(crate) kick: tokio::sync::Notify,
+    /// Bumped to end every open watch (fault injection: a dropped connection).
+    pub(crate) watch_epoch: tokio::sync::watch::Sender<u64>,
     /// ServiceAccount tokens issued through `serviceaccounts/token`.
     pub(crate) issued_tokens:
         std::sync::Mutex<std::collections::HashMap<String, crate::rbac::UserInfo>>,
@@ -117,6 +119,7 @@ impl ApiServer {
             stats: Stats::default(),
             kick: tokio::sync::Notify::new(),
             issued_tokens: Default::default(),
+            watch_epoch: tokio::sync::watch::Sender::new(0),
         });
         if s.options.default_namespaces {
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {

@@ -498,6 +498,12 @@ impl TestServer {
         self.state.storage.compact();
     }
 
+    /// Ends every open watch at once, as a dropped connection would (no final bookmark):
+    /// clients must resume from their last resourceVersion. Returns immediately.
+    pub fn close_watches(&self) {
+        self.state.watch_epoch.send_modify(|e| *e += 1);
+    }
+
     /// Number of watch requests served for a resource (`group/plural`, core group empty).
     pub fn watch_count(&self, group_resource: &str) -> u64 {
         self.state

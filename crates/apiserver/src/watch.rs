@@ -329,6 +329,8 @@ async fn run(
         }
     };
     let mut last_sent = last_rv;
+    let mut epoch = srv.watch_epoch.subscribe();
+    epoch.mark_unchanged();
     let mut ticker = tokio::time::interval(srv.options.bookmark_interval);
     ticker.tick().await;
     loop {
@@ -377,6 +379,8 @@ async fn run(
                 return;
             }
             _ = w.tx.closed() => return,
+            // Fault injection: drop the stream like a broken connection (no bookmark).
+            _ = epoch.changed() => return,
         }
     }
 }

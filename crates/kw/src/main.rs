@@ -1,5 +1,7 @@
 //! `kw`: the kubewright command line.
 
+mod demo;
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +37,14 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Run an operator end to end on the embedded API server (or a real cluster) and
+    /// check the result: CRD install, create, scale, update, a dropped watch, a leader
+    /// handover and a delete.
+    Demo {
+        /// Use this kubeconfig (a real cluster) instead of the embedded server.
+        #[arg(long)]
+        kubeconfig: Option<String>,
+    },
     /// Print the CustomResourceDefinition derived from an example type, as YAML.
     Crd {
         /// The example: `monitor`.
@@ -57,6 +67,13 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Crd { example, json } => crd(&example, json),
+        Command::Demo { kubeconfig } => match demo::run(kubeconfig.as_deref()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kw demo: FAILED: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve {
             port,
             kubeconfig_out,
