@@ -77,10 +77,16 @@ impl Connection {
 
 /// The guides under `docs/`, compiled as doc tests so their examples stay true.
 pub mod guides {
+    #[doc = include_str!("../README.md")]
+    pub mod readme {}
     #[doc = include_str!("../docs/config-and-auth.md")]
     pub mod config_and_auth {}
     #[doc = include_str!("../docs/testing.md")]
     pub mod testing {}
     #[doc = include_str!("../docs/migrating-from-kube-rs.md")]
     pub mod migrating_from_kube_rs {}
+    #[doc = include_str!("../docs/informers-and-workqueues.md")]
+    pub mod informers_and_workqueues {}
+    #[doc = include_str!("../docs/controllers.md")]
+    pub mod controllers {}
 }
