@@ -90,6 +90,18 @@ pub fn patch(
             if p.0.len() > 10_000 {
                 return Err(ApiError::too_large(10_000));
             }
+            // Like kube-apiserver's JSON patch library: `test` of a missing path against
+            // `null` passes.
+            let p = json_patch::Patch(
+                p.0.into_iter()
+                    .filter(|op| match op {
+                        json_patch::PatchOperation::Test(t) => {
+                            !(t.value.is_null() && doc.pointer(t.path.as_str()).is_none())
+                        }
+                        _ => true,
+                    })
+                    .collect(),
+            );
             json_patch::patch(&mut doc, &p).map_err(|_| {
                 let mut e = ApiError::invalid_msg(
                     "the server rejected our request due to an error in our request",

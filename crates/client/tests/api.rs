@@ -559,3 +559,36 @@ async fn dynamic_api_on_a_crd() {
     assert_eq!(list.items.len(), 1);
     crds.delete(&name, &DeleteParams::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn json_patch_test_of_a_missing_path_against_null_passes() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    api.create(&PostParams::default(), &cm("jp", &[], &[("a", "1")]))
+        .await
+        .unwrap();
+    let p = Patch::Json(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/f"]}
+    ]));
+    let got = api.patch("jp", &PatchParams::default(), &p).await.unwrap();
+    assert_eq!(got.finalizers(), ["example.com/f"]);
+    let p = Patch::Json(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["other"]}
+    ]));
+    assert!(
+        api.patch("jp", &PatchParams::default(), &p)
+            .await
+            .unwrap_err()
+            .is_invalid()
+    );
+    api.patch(
+        "jp",
+        &PatchParams::default(),
+        &Patch::Json(json!([{"op": "remove", "path": "/metadata/finalizers"}])),
+    )
+    .await
+    .unwrap();
+}

@@ -253,6 +253,27 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// The shortest time between one leader stopping and the next starting (the safety
+/// margin; zero if they ever overlapped).
+fn smallest_gap(entries: &[Entry]) -> Option<Duration> {
+    let mut intervals: Vec<(Instant, Option<Instant>)> = entries
+        .iter()
+        .filter(|e| e.kind == Kind::Start)
+        .map(|s| {
+            let stop = entries
+                .iter()
+                .find(|e| e.kind == Kind::Stop && e.id == s.id)
+                .map(|e| e.at);
+            (s.at, stop)
+        })
+        .collect();
+    intervals.sort();
+    intervals
+        .windows(2)
+        .filter_map(|w| Some(w[1].0.saturating_duration_since(w[0].1?)))
+        .min()
+}
+
 /// The longest time two leadership intervals overlapped (zero when leadership was
 /// always exclusive). Open intervals end at `end`.
 fn longest_overlap(entries: &[Entry], end: Instant) -> Duration {
@@ -456,6 +477,10 @@ async fn rounds(n: usize) {
         block.len()
     );
     println!("longest overlap: {overlap:?}");
+    println!(
+        "smallest gap between one leader stopping and the next starting: {:?}",
+        smallest_gap(&entries).unwrap_or_default()
+    );
 
     assert_eq!(overlap, Duration::ZERO, "two leaders at once: {entries:#?}");
     // Every takeover within lease duration + retry period, plus the candidates' polling
