@@ -89,4 +89,6 @@ pub mod guides {
     pub mod informers_and_workqueues {}
     #[doc = include_str!("../docs/controllers.md")]
     pub mod controllers {}
+    #[doc = include_str!("../docs/performance.md")]
+    pub mod performance {}
 }
