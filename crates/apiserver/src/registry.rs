@@ -217,6 +217,68 @@ fn names_for(group: &str, plural: &str) -> (Vec<String>, Vec<String>) {
     )
 }
 
+/// Calls `$m!($($args)* <every served built-in type>)`: the one list of built-in kinds,
+/// shared by the resource table and the OpenAPI documents.
+macro_rules! builtin_types {
+    ($m:ident ! ( $($args:tt)* )) => {
+        $m!($($args)*
+            k8s_openapi::api::core::v1::ConfigMap,
+            k8s_openapi::api::core::v1::Endpoints,
+            k8s_openapi::api::core::v1::Event,
+            k8s_openapi::api::core::v1::LimitRange,
+            k8s_openapi::api::core::v1::Namespace,
+            k8s_openapi::api::core::v1::Node,
+            k8s_openapi::api::core::v1::PersistentVolume,
+            k8s_openapi::api::core::v1::PersistentVolumeClaim,
+            k8s_openapi::api::core::v1::Pod,
+            k8s_openapi::api::core::v1::PodTemplate,
+            k8s_openapi::api::core::v1::ReplicationController,
+            k8s_openapi::api::core::v1::ResourceQuota,
+            k8s_openapi::api::core::v1::Secret,
+            k8s_openapi::api::core::v1::Service,
+            k8s_openapi::api::core::v1::ServiceAccount,
+            k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+            k8s_openapi::api::apps::v1::ControllerRevision,
+            k8s_openapi::api::apps::v1::DaemonSet,
+            k8s_openapi::api::apps::v1::Deployment,
+            k8s_openapi::api::apps::v1::ReplicaSet,
+            k8s_openapi::api::apps::v1::StatefulSet,
+            k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
+            k8s_openapi::api::batch::v1::CronJob,
+            k8s_openapi::api::batch::v1::Job,
+            k8s_openapi::api::certificates::v1::CertificateSigningRequest,
+            k8s_openapi::api::coordination::v1::Lease,
+            k8s_openapi::api::discovery::v1::EndpointSlice,
+            k8s_openapi::api::events::v1::Event,
+            k8s_openapi::api::flowcontrol::v1::FlowSchema,
+            k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration,
+            k8s_openapi::api::networking::v1::Ingress,
+            k8s_openapi::api::networking::v1::IngressClass,
+            k8s_openapi::api::networking::v1::IPAddress,
+            k8s_openapi::api::networking::v1::NetworkPolicy,
+            k8s_openapi::api::networking::v1::ServiceCIDR,
+            k8s_openapi::api::node::v1::RuntimeClass,
+            k8s_openapi::api::policy::v1::PodDisruptionBudget,
+            k8s_openapi::api::rbac::v1::ClusterRole,
+            k8s_openapi::api::rbac::v1::ClusterRoleBinding,
+            k8s_openapi::api::rbac::v1::Role,
+            k8s_openapi::api::rbac::v1::RoleBinding,
+            k8s_openapi::api::scheduling::v1::PriorityClass,
+            k8s_openapi::api::storage::v1::CSIDriver,
+            k8s_openapi::api::storage::v1::CSINode,
+            k8s_openapi::api::storage::v1::CSIStorageCapacity,
+            k8s_openapi::api::storage::v1::StorageClass,
+            k8s_openapi::api::storage::v1::VolumeAttachment,
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        )
+    };
+}
+pub(crate) use builtin_types;
+
 macro_rules! builtins {
     ($($ty:path),* $(,)?) => {
         vec![$(builtin::<$ty>()),*]
@@ -225,61 +287,7 @@ macro_rules! builtins {
 
 /// Every built-in resource served (GA APIs and the API extension and aggregation types).
 pub fn builtin_resources() -> Vec<ResourceDef> {
-    use k8s_openapi::api as a;
-    let mut defs = builtins![
-        a::core::v1::ConfigMap,
-        a::core::v1::Endpoints,
-        a::core::v1::Event,
-        a::core::v1::LimitRange,
-        a::core::v1::Namespace,
-        a::core::v1::Node,
-        a::core::v1::PersistentVolume,
-        a::core::v1::PersistentVolumeClaim,
-        a::core::v1::Pod,
-        a::core::v1::PodTemplate,
-        a::core::v1::ReplicationController,
-        a::core::v1::ResourceQuota,
-        a::core::v1::Secret,
-        a::core::v1::Service,
-        a::core::v1::ServiceAccount,
-        a::admissionregistration::v1::MutatingWebhookConfiguration,
-        a::admissionregistration::v1::ValidatingWebhookConfiguration,
-        a::admissionregistration::v1::ValidatingAdmissionPolicy,
-        a::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-        a::apps::v1::ControllerRevision,
-        a::apps::v1::DaemonSet,
-        a::apps::v1::Deployment,
-        a::apps::v1::ReplicaSet,
-        a::apps::v1::StatefulSet,
-        a::autoscaling::v2::HorizontalPodAutoscaler,
-        a::batch::v1::CronJob,
-        a::batch::v1::Job,
-        a::certificates::v1::CertificateSigningRequest,
-        a::coordination::v1::Lease,
-        a::discovery::v1::EndpointSlice,
-        a::events::v1::Event,
-        a::flowcontrol::v1::FlowSchema,
-        a::flowcontrol::v1::PriorityLevelConfiguration,
-        a::networking::v1::Ingress,
-        a::networking::v1::IngressClass,
-        a::networking::v1::IPAddress,
-        a::networking::v1::NetworkPolicy,
-        a::networking::v1::ServiceCIDR,
-        a::node::v1::RuntimeClass,
-        a::policy::v1::PodDisruptionBudget,
-        a::rbac::v1::ClusterRole,
-        a::rbac::v1::ClusterRoleBinding,
-        a::rbac::v1::Role,
-        a::rbac::v1::RoleBinding,
-        a::scheduling::v1::PriorityClass,
-        a::storage::v1::CSIDriver,
-        a::storage::v1::CSINode,
-        a::storage::v1::CSIStorageCapacity,
-        a::storage::v1::StorageClass,
-        a::storage::v1::VolumeAttachment,
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-        k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-    ];
+    let mut defs = builtin_types!(builtins!());
     // Namespaces: the `/status` and `/finalize` subresources are handled specially.
     for d in &mut defs {
         if d.group.is_empty() && d.plural == "namespaces" {
