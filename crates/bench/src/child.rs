@@ -294,6 +294,9 @@ async fn start(
             start_kubewright(args, counter, timeout).await
         }
         Variant::KubeRs | Variant::KubeRsStrip => start_kube_rs(args, counter, timeout).await,
+        Variant::KubewrightProto | Variant::KubewrightProtoSkip => {
+            start_proto(args, counter, timeout).await
+        }
     }
 }
 
@@ -305,14 +308,7 @@ async fn start_kubewright(
     use kubewright_runtime::{
         HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
     };
-    let uri: http::Uri = args
-        .url
-        .parse()
-        .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?;
-    let mut config = kubewright_client::Config::new(uri);
-    config.qps = 0.0;
-    let client = kubewright_client::Client::new(config)
-        .map_err(|e| BenchError::Child(format!("kubewright client: {e}")))?;
+    let client = kubewright_client(args)?;
     let factory = SharedInformerFactory::new(client)
         .with_config(ReflectorConfig::default().page_size(args.page_size))
         .strip_managed_fields(args.variant == Variant::KubewrightStrip);
@@ -327,6 +323,44 @@ async fn start_kubewright(
     Ok((
         Box::new(KubewrightCache(store)),
         Box::new((factory, informer)),
+    ))
+}
+
+fn kubewright_client(args: &ChildArgs) -> Result<kubewright_client::Client, BenchError> {
+    let uri: http::Uri = args
+        .url
+        .parse()
+        .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?;
+    let mut config = kubewright_client::Config::new(uri);
+    config.qps = 0.0;
+    kubewright_client::Client::new(config)
+        .map_err(|e| BenchError::Child(format!("kubewright client: {e}")))
+}
+
+/// The prototype decoders (see `proto.rs`) under kubewright's unchanged informer.
+async fn start_proto(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    use kubewright_runtime::{HandlerFuncs, Informer, ReflectorConfig};
+    let client = kubewright_client(args)?;
+    let skip = args.variant == Variant::KubewrightProtoSkip;
+    let informer = Arc::new(Informer::new(
+        crate::proto::ProtoPods::new(client, &args.namespace, skip),
+        ReflectorConfig::default().page_size(args.page_size),
+    ));
+    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
+    informer.start();
+    let synced = tokio::time::timeout(timeout, informer.wait_for_sync()).await;
+    if !matches!(synced, Ok(true)) {
+        return Err(BenchError::Child(format!(
+            "prototype informer not synced after {timeout:?}"
+        )));
+    }
+    Ok((
+        Box::new(KubewrightCache(informer.store())),
+        Box::new(informer),
     ))
 }
 
@@ -448,7 +482,6 @@ pub async fn run_child(args: ChildArgs) -> Result<(), BenchError> {
         verified: gen_sum == args.expect_gen_sum && cache.len() == args.pods,
     };
     emit("done", &result)?;
-    // Exit without tearing the caches down: nothing is measured any more.
     drop(guard);
     Ok(())
 }

@@ -36,13 +36,14 @@ mod child;
 mod load;
 mod pods;
 mod procfs;
+mod proto;
 mod replay;
 mod report;
 
 pub use child::{
     CHILD_COMMAND, ChildArgs, ChildResult, SyncResult, run_child, run_child_if_requested,
 };
-pub use report::{Report, VariantReport};
+pub use report::{RecordingInfo, Report, VariantReport};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -86,15 +87,30 @@ pub enum Variant {
     KubeRs,
     /// The same with `.modify()` removing `managedFields` before the reflector.
     KubeRsStrip,
+    /// Prototype (opt-in): kubewright's informer with newline-framed watch decoding.
+    KubewrightProto,
+    /// Prototype (opt-in): newline-framed decoding and `managedFields` skipped while
+    /// decoding instead of stripped after.
+    KubewrightProtoSkip,
 }
 
 impl Variant {
-    /// Every variant, in table order.
-    pub const ALL: [Variant; 4] = [
+    /// The variants run by default, in table order.
+    pub const DEFAULT: [Variant; 4] = [
         Variant::Kubewright,
         Variant::KubewrightStrip,
         Variant::KubeRs,
         Variant::KubeRsStrip,
+    ];
+
+    /// Every variant, including the opt-in prototypes.
+    pub const ALL: [Variant; 6] = [
+        Variant::Kubewright,
+        Variant::KubewrightStrip,
+        Variant::KubeRs,
+        Variant::KubeRsStrip,
+        Variant::KubewrightProto,
+        Variant::KubewrightProtoSkip,
     ];
 
     /// The name used on the command line and in the table.
@@ -104,20 +120,22 @@ impl Variant {
             Variant::KubewrightStrip => "kubewright+strip",
             Variant::KubeRs => "kube-rs",
             Variant::KubeRsStrip => "kube-rs+strip",
+            Variant::KubewrightProto => "kubewright-proto",
+            Variant::KubewrightProtoSkip => "kubewright-proto+skip",
         }
     }
 
     /// Whether this is a kubewright variant.
     pub fn is_kubewright(self) -> bool {
-        matches!(self, Variant::Kubewright | Variant::KubewrightStrip)
+        !matches!(self, Variant::KubeRs | Variant::KubeRsStrip)
     }
 
     /// The kube-rs variant to compare a kubewright variant with (same transform).
     pub fn baseline(self) -> Option<Variant> {
         match self {
-            Variant::Kubewright => Some(Variant::KubeRs),
-            Variant::KubewrightStrip => Some(Variant::KubeRsStrip),
-            _ => None,
+            Variant::Kubewright | Variant::KubewrightProto => Some(Variant::KubeRs),
+            Variant::KubewrightStrip | Variant::KubewrightProtoSkip => Some(Variant::KubeRsStrip),
+            Variant::KubeRs | Variant::KubeRsStrip => None,
         }
     }
 }
@@ -192,8 +210,20 @@ pub struct BenchOptions {
     pub modes: Vec<Mode>,
     /// List page size (both libraries).
     pub page_size: u32,
+    /// Update events of the replay recording that go through the server (the rest are
+    /// synthesized from the listed pods and the server's own events, which the
+    /// synthesis is checked against); `None`: all of them. The embedded server applies a
+    /// few hundred merge patches per second to these pods, so recording 100,000 real
+    /// events takes minutes.
+    pub events_from_server: Option<usize>,
+    /// Re-frame the replayed watch stream into chunks of this many bytes, ignoring event
+    /// boundaries (e.g. 16384, the size of a TLS record or HTTP/2 frame), instead of the
+    /// server's framing (about one event per chunk).
+    pub replay_chunk_bytes: Option<usize>,
     /// Concurrent requests of the parent when creating and patching pods.
     pub concurrency: usize,
+    /// Runs of each variant; the table shows the median of every measurement.
+    pub repeat: usize,
     /// Executable to start the children with (default: the current executable, which
     /// must call [`run_child_if_requested`] first thing in `main`).
     pub child_exe: Option<PathBuf>,
@@ -213,10 +243,13 @@ impl Default for BenchOptions {
         Self {
             pods: 20_000,
             events: 100_000,
-            variants: Variant::ALL.to_vec(),
+            variants: Variant::DEFAULT.to_vec(),
             modes: vec![Mode::Replay],
             page_size: 500,
+            events_from_server: Some(1_000),
+            replay_chunk_bytes: None,
             concurrency: 32,
+            repeat: 1,
             child_exe: None,
             child_wrapper: std::env::var("KW_BENCH_CHILD_WRAPPER")
                 .map(|w| w.split_whitespace().map(str::to_string).collect())
@@ -228,13 +261,12 @@ impl Default for BenchOptions {
 }
 
 impl BenchOptions {
-    /// A preset for CI: 2,000 pods, 10,000 events, every variant, both modes (well under
+    /// A preset for CI: 2,000 pods, 10,000 events, every variant, replay mode (well under
     /// a minute on 2 cores).
     pub fn quick() -> Self {
         Self {
             pods: 2_000,
             events: 10_000,
-            modes: vec![Mode::Replay, Mode::Live],
             timeout: Duration::from_secs(300),
             ..Self::default()
         }
@@ -267,15 +299,16 @@ pub struct BenchArgs {
     #[arg(long)]
     pub events: Option<usize>,
     /// Library variants, comma-separated: kubewright, kubewright+strip, kube-rs,
-    /// kube-rs+strip [default: all].
+    /// kube-rs+strip, and the prototypes kubewright-proto, kubewright-proto+skip
+    /// [default: the first four].
     #[arg(long, value_delimiter = ',')]
     pub libs: Vec<String>,
     /// replay (recorded list + watch stream replayed to each child: client cost only),
     /// live (embedded server, patches during the watch: end to end), or both
-    /// [default: replay, quick: both].
+    /// [default: replay].
     #[arg(long)]
     pub mode: Option<String>,
-    /// Small preset for CI: 2,000 pods, 10,000 events, both modes.
+    /// Small preset for CI: 2,000 pods, 10,000 events.
     #[arg(long)]
     pub quick: bool,
     /// Concurrent create/patch requests of the load generator.
@@ -284,6 +317,19 @@ pub struct BenchArgs {
     /// List page size.
     #[arg(long, default_value_t = 500)]
     pub page_size: u32,
+    /// Replay recording: how many update events go through the server; the rest are
+    /// synthesized from the listed pods and the server's events (checked against them).
+    /// A number, or `all` [default: 1000].
+    #[arg(long)]
+    pub events_from_server: Option<String>,
+    /// Replay the watch stream in chunks of this many bytes regardless of event boundaries
+    /// (e.g. 16384, a TLS record) instead of the server's framing.
+    #[arg(long)]
+    pub replay_chunk_bytes: Option<usize>,
+    /// Run each variant this many times and report medians (less noise on a busy
+    /// machine).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
     /// No progress messages on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -321,6 +367,18 @@ impl BenchArgs {
             o.concurrency = c.max(1);
         }
         o.page_size = self.page_size;
+        o.repeat = self.repeat.max(1);
+        o.replay_chunk_bytes = self.replay_chunk_bytes.filter(|n| *n > 0);
+        if let Some(n) = self.events_from_server {
+            o.events_from_server = match n.trim() {
+                "all" => None,
+                n => Some(n.parse().map_err(|_| {
+                    BenchError::Options(format!(
+                        "--events-from-server takes a number or `all`, not {n:?}"
+                    ))
+                })?),
+            };
+        }
         o.progress = !self.quiet;
         o.validate()?;
         Ok(o)
@@ -361,24 +419,36 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
     let mut applied = 0usize;
     let mut replay_server = None;
     let mut list_stats = None;
+    let mut recording = None;
     if replays {
         progress(
             &opts,
             format_args!("recording the list and {} watch events", opts.events),
         );
         let t = Instant::now();
-        let rec = load::record(
+        let mut rec = load::record(
             &http,
             NAMESPACE,
             opts.pods,
             opts.events,
+            opts.events_from_server.unwrap_or(opts.events),
             opts.page_size,
             opts.concurrency,
             opts.timeout,
         )
         .await?;
         applied += opts.events;
+        if let Some(size) = opts.replay_chunk_bytes {
+            rec.rechunk(size);
+        }
         list_stats = Some((rec.list_bytes, rec.watch_bytes, t.elapsed().as_secs_f64()));
+        recording = Some(RecordingInfo {
+            server_events: rec.server_events,
+            server_chunks: rec.server_chunks,
+            server_aligned_chunks: rec.server_aligned_chunks,
+            chunks: rec.watch.len(),
+            rechunked: opts.replay_chunk_bytes,
+        });
         replay_server = Some(replay::ReplayServer::start(NAMESPACE, rec).await?);
     }
     let list_bytes = match list_stats {
@@ -389,59 +459,68 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
     let mut results = Vec::new();
     for &mode in &opts.modes {
         for &variant in &opts.variants {
-            progress(&opts, format_args!("{variant} ({mode})"));
-            let (url, first_update) = match (mode, &replay_server) {
-                (Mode::Replay, Some(r)) => {
-                    r.hold();
-                    (r.url().to_string(), None)
+            let mut runs = Vec::new();
+            for run in 0..opts.repeat.max(1) {
+                if opts.repeat > 1 {
+                    progress(
+                        &opts,
+                        format_args!("{variant} ({mode}), run {} of {}", run + 1, opts.repeat),
+                    );
+                } else {
+                    progress(&opts, format_args!("{variant} ({mode})"));
                 }
-                _ => (server.url(), Some(applied)),
-            };
-            let expect_gen_sum = match first_update {
-                Some(first) => first + opts.events,
-                None => opts.events,
-            };
-            let args = ChildArgs {
-                variant,
-                mode,
-                url,
-                namespace: NAMESPACE.to_string(),
-                pods: opts.pods,
-                events: opts.events as u64,
-                expect_gen_sum: expect_gen_sum as u64,
-                page_size: opts.page_size,
-                settle_ms: 500,
-                timeout_secs: opts.timeout.as_secs().max(1),
-            };
-            let result = run_one(&exe, args, &opts, |_| async {
-                match first_update {
-                    Some(first) => {
-                        load::apply_updates(
-                            &http,
-                            NAMESPACE,
-                            opts.pods,
-                            first,
-                            opts.events,
-                            opts.concurrency,
-                        )
-                        .await
+                let (url, first_update) = match (mode, &replay_server) {
+                    (Mode::Replay, Some(r)) => {
+                        r.hold();
+                        (r.url().to_string(), None)
                     }
-                    None => {
-                        if let Some(r) = &replay_server {
-                            r.release();
+                    _ => (server.url(), Some(applied)),
+                };
+                let expect_gen_sum = first_update.unwrap_or(0) + opts.events;
+                let args = ChildArgs {
+                    variant,
+                    mode,
+                    url,
+                    namespace: NAMESPACE.to_string(),
+                    pods: opts.pods,
+                    events: opts.events as u64,
+                    expect_gen_sum: expect_gen_sum as u64,
+                    page_size: opts.page_size,
+                    settle_ms: 500,
+                    timeout_secs: opts.timeout.as_secs().max(1),
+                };
+                let result = run_one(&exe, args, &opts, |_| async {
+                    match first_update {
+                        Some(first) => {
+                            load::apply_updates(
+                                &http,
+                                NAMESPACE,
+                                opts.pods,
+                                first,
+                                opts.events,
+                                opts.concurrency,
+                            )
+                            .await
                         }
-                        Ok(())
+                        None => {
+                            if let Some(r) = &replay_server {
+                                r.release();
+                            }
+                            Ok(())
+                        }
                     }
+                })
+                .await?;
+                if first_update.is_some() {
+                    applied += opts.events;
                 }
-            })
-            .await?;
-            if first_update.is_some() {
-                applied += opts.events;
+                runs.push(result);
             }
             results.push(VariantReport {
                 variant,
                 mode,
-                result,
+                result: report::median(&runs),
+                runs,
             });
         }
     }
@@ -455,6 +534,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
         record_secs: list_stats.map(|(_, _, s)| s),
         total_secs: started.elapsed().as_secs_f64(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        recording,
         results,
     })
 }

@@ -232,6 +232,26 @@ pub(crate) struct Recording {
     pub list_bytes: usize,
     /// Total bytes of the watch stream.
     pub watch_bytes: usize,
+    /// Update events recorded from the server (the rest were synthesized).
+    pub server_events: usize,
+    /// Chunks the server's part of the stream arrived in.
+    pub server_chunks: usize,
+    /// How many of those end at an event boundary.
+    pub server_aligned_chunks: usize,
+}
+
+impl Recording {
+    /// Re-frames the watch stream into chunks of `size` bytes.
+    pub(crate) fn rechunk(&mut self, size: usize) {
+        let mut all = bytes::BytesMut::with_capacity(self.watch_bytes);
+        for c in self.watch.drain(..) {
+            all.extend_from_slice(&c);
+        }
+        let mut all = all.freeze();
+        while !all.is_empty() {
+            self.watch.push(all.split_to(size.max(1).min(all.len())));
+        }
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -289,20 +309,26 @@ impl EventCounter {
 }
 
 /// Lists the pods page by page (recording the pages), then watches from the list's
-/// resourceVersion while applying `updates` updates (starting at update 0), and records
-/// the watch stream up to the last update event.
+/// resourceVersion while applying the first `from_server` updates through the server, and
+/// records the watch stream up to the last of them. Updates `from_server..updates` are
+/// then synthesized from the listed pods and the server's own first update event (see
+/// [`synthesize`]), so a large recording does not wait for the server's patch throughput.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn record(
     http: &Http,
     namespace: &str,
     pods: usize,
     updates: usize,
+    from_server: usize,
     page_size: u32,
     concurrency: usize,
     timeout: Duration,
 ) -> Result<Recording, BenchError> {
+    let from_server = from_server.min(updates);
     let base = format!("/api/v1/namespaces/{namespace}/pods");
     let mut rec = Recording::default();
     let mut token = String::new();
+    let mut pages_in_order = Vec::new();
     let resource_version = loop {
         let mut path = format!("{base}?limit={page_size}");
         if !token.is_empty() {
@@ -314,6 +340,7 @@ pub(crate) async fn record(
             .map_err(|e| BenchError::Setup(format!("list page: {e}")))?;
         rec.objects += head.items.len();
         rec.list_bytes += body.len();
+        pages_in_order.push(body.clone());
         rec.pages.insert(std::mem::take(&mut token), body);
         match head.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(c) => token = c,
@@ -337,29 +364,203 @@ pub(crate) async fn record(
         let mut chunks = Vec::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk?;
-            if let Some(end) = counter.feed(&chunk, updates) {
+            if let Some(end) = counter.feed(&chunk, from_server) {
                 chunks.push(chunk.slice(..end));
                 return Ok(chunks);
             }
             chunks.push(chunk);
         }
         Err(BenchError::Setup(format!(
-            "watch ended after {} of {updates} update events",
+            "watch ended after {} of {from_server} update events",
             counter.modified
         )))
     };
-    let load = apply_updates(http, namespace, pods, 0, updates, concurrency);
-    let (chunks, ()) = tokio::time::timeout(timeout, async {
-        if updates == 0 {
+    let load = apply_updates(http, namespace, pods, 0, from_server, concurrency);
+    let (mut chunks, ()) = tokio::time::timeout(timeout, async {
+        if from_server == 0 {
             return Ok((Vec::new(), ()));
         }
         tokio::try_join!(recorder, load)
     })
     .await
     .map_err(|_| BenchError::Setup(format!("recording did not finish in {timeout:?}")))??;
+    drop(stream);
+    rec.server_events = from_server;
+    rec.server_chunks = chunks.len();
+    rec.server_aligned_chunks = chunks.iter().filter(|c| c.ends_with(b"\n")).count();
+    if updates > from_server {
+        // Frame the synthesized events like the server frames its own: whole events,
+        // as many per chunk as the server put on average.
+        let per_chunk = (from_server as f64 / chunks.len().max(1) as f64)
+            .round()
+            .max(1.0) as usize;
+        let (events, ends) = synthesize(&pages_in_order, &chunks, pods, from_server, updates)?;
+        let events = Bytes::from(events);
+        let mut start = 0;
+        for group in ends.chunks(per_chunk) {
+            if let Some(&end) = group.last() {
+                chunks.push(events.slice(start..end));
+                start = end;
+            }
+        }
+    }
     rec.watch_bytes = chunks.iter().map(Bytes::len).sum();
     rec.watch = chunks;
     Ok(rec)
+}
+
+/// Objects of the recorded list, in pod order.
+fn listed_pods(pages: &[Bytes], pods: usize) -> Result<Vec<serde_json::Value>, BenchError> {
+    #[derive(serde::Deserialize)]
+    struct Page {
+        items: Vec<serde_json::Value>,
+    }
+    let mut out = vec![serde_json::Value::Null; pods];
+    for page in pages {
+        let page: Page = serde_json::from_slice(page)
+            .map_err(|e| BenchError::Setup(format!("list page: {e}")))?;
+        for item in page.items {
+            let index = item["metadata"]["name"]
+                .as_str()
+                .and_then(|n| n.rsplit('-').next())
+                .and_then(|i| i.parse::<usize>().ok())
+                .filter(|i| *i < pods)
+                .ok_or_else(|| BenchError::Setup("unexpected pod in the list".into()))?;
+            out[index] = item;
+        }
+    }
+    Ok(out)
+}
+
+/// The MODIFIED events of the server's part of the stream, parsed.
+fn server_events(chunks: &[Bytes]) -> Result<Vec<serde_json::Value>, BenchError> {
+    let all: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    let mut out = Vec::new();
+    for line in all.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let ev: serde_json::Value = serde_json::from_slice(line)
+            .map_err(|e| BenchError::Setup(format!("recorded event: {e}")))?;
+        if ev["type"] == "MODIFIED" {
+            out.push(ev);
+        }
+    }
+    Ok(out)
+}
+
+/// The MODIFIED event of update `k` as the server renders it: pod `k % pods` as listed,
+/// with the generation label and the annotation of [`pods::patch`], the `managedFields`
+/// the server wrote for that pod's first patch, and the next resourceVersion.
+fn synthetic_event(
+    listed: &serde_json::Value,
+    managed_fields: &serde_json::Value,
+    k: usize,
+    pods: usize,
+    resource_version: u64,
+) -> Result<Vec<u8>, BenchError> {
+    let mut obj = listed.clone();
+    let meta = obj
+        .get_mut("metadata")
+        .and_then(|m| m.as_object_mut())
+        .ok_or_else(|| BenchError::Setup("listed pod without metadata".into()))?;
+    let set = |meta: &mut serde_json::Map<String, serde_json::Value>,
+               map: &str,
+               key: &str,
+               value: String| {
+        if let Some(m) = meta
+            .entry(map)
+            .or_insert_with(|| serde_json::json!({}))
+            .as_object_mut()
+        {
+            m.insert(key.to_string(), serde_json::Value::String(value));
+        }
+    };
+    set(meta, "labels", pods::GEN_LABEL, (k / pods + 1).to_string());
+    set(
+        meta,
+        "annotations",
+        "kw-bench/last-update",
+        format!("update-{k:08}"),
+    );
+    meta.insert("managedFields".into(), managed_fields.clone());
+    meta.insert(
+        "resourceVersion".into(),
+        serde_json::Value::String(resource_version.to_string()),
+    );
+    let mut line = br#"{"type":"MODIFIED","object":"#.to_vec();
+    serde_json::to_writer(&mut line, &obj)
+        .map_err(|e| BenchError::Setup(format!("encode event: {e}")))?;
+    line.extend_from_slice(b"}\n");
+    Ok(line)
+}
+
+/// Synthesizes the events of updates `first..updates` (see [`synthetic_event`]), after
+/// checking that the same synthesis reproduces the server's own events. Returns the
+/// stream and the offset just past each event.
+fn synthesize(
+    pages: &[Bytes],
+    server_chunks: &[Bytes],
+    pods: usize,
+    first: usize,
+    updates: usize,
+) -> Result<(Vec<u8>, Vec<usize>), BenchError> {
+    let listed = listed_pods(pages, pods)?;
+    let real = server_events(server_chunks)?;
+    let template = real
+        .first()
+        .ok_or_else(|| BenchError::Setup("no server event to synthesize from".into()))?;
+    let managed_fields = template["object"]["metadata"]["managedFields"].clone();
+    let rv_of = |ev: &serde_json::Value| {
+        ev["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let mut rv = real
+        .iter()
+        .filter_map(rv_of)
+        .max()
+        .ok_or_else(|| BenchError::Setup("server events without resourceVersion".into()))?;
+    // The synthesis must reproduce the server's bytes (but for the managedFields
+    // timestamps) for the server's own first updates (each pod's first patch).
+    for ev in real.iter().take(64) {
+        let Some(want_rv) = rv_of(ev) else { continue };
+        let meta = &ev["object"]["metadata"];
+        let name = meta["name"].as_str().unwrap_or("");
+        let Some(i) = (0..pods).find(|i| pods::pod_name(*i) == name) else {
+            continue;
+        };
+        let generation = meta["labels"][pods::GEN_LABEL]
+            .as_str()
+            .and_then(|g| g.parse::<usize>().ok())
+            .unwrap_or(1);
+        let k = (generation.max(1) - 1) * pods + i;
+        let mut want = ev["object"].clone();
+        let line = synthetic_event(&listed[i], &managed_fields, k, pods, want_rv)?;
+        let mut got: serde_json::Value = serde_json::from_slice::<serde_json::Value>(&line)
+            .map_err(|e| BenchError::Setup(format!("synthetic event: {e}")))?["object"]
+            .take();
+        for v in [&mut want, &mut got] {
+            v["metadata"]["managedFields"] = serde_json::Value::Null;
+            v["metadata"]["annotations"]["kw-bench/last-update"] = serde_json::Value::Null;
+        }
+        if want != got {
+            return Err(BenchError::Setup(format!(
+                "synthesized events differ from the server's (pod {name}); record every event with --events-from-server"
+            )));
+        }
+    }
+    let mut out = Vec::with_capacity((updates - first) * (template.to_string().len() + 64));
+    let mut ends = Vec::with_capacity(updates - first);
+    for k in first..updates {
+        rv += 1;
+        out.extend_from_slice(&synthetic_event(
+            &listed[k % pods],
+            &managed_fields,
+            k,
+            pods,
+            rv,
+        )?);
+        ends.push(out.len());
+    }
+    Ok((out, ends))
 }
 
 #[cfg(test)]

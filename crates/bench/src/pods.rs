@@ -40,12 +40,9 @@ fn env(prefix: &str, i: usize) -> Value {
         {"name": "APP_ENV", "value": "production"},
         {"name": "APP_REGION", "value": format!("eu-west-{}", i % 3 + 1)},
         {"name": "LOG_LEVEL", "value": "info"},
-        {"name": "LOG_FORMAT", "value": "json"},
         {"name": format!("{prefix}_PORT"), "value": "8080"},
         {"name": "DATABASE_URL", "value": format!("postgres://shop-db-{}.shop.svc.cluster.local:5432/shop?sslmode=require", i % 4)},
-        {"name": "CACHE_URL", "value": "redis://shop-cache.shop.svc.cluster.local:6379/0"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
-        {"name": "POD_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}},
         {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "web-secrets", "key": "api-token"}}}
     ])
 }
@@ -90,7 +87,6 @@ pub fn pod(namespace: &str, i: usize, owner_uid: &str) -> Value {
                 "prometheus.io/path": "/metrics",
                 "kubectl.kubernetes.io/restartedAt": "2025-05-01T10:00:00Z",
                 "checksum/config": "5f2b6c1e0a9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f",
-                "checksum/secrets": "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
                 "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"
             },
             "ownerReferences": [{
@@ -192,14 +188,12 @@ pub fn pod(namespace: &str, i: usize, owner_uid: &str) -> Value {
                 {
                     "name": "app", "ready": true, "restartCount": 0, "started": true,
                     "image": "registry.example.com/shop/web:1.42.3",
-                    "imageID": "registry.example.com/shop/web@sha256:3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100",
                     "containerID": format!("containerd://{:064x}", i as u128 * 7919 + 17),
                     "state": {"running": {"startedAt": "2025-05-01T10:00:03Z"}}
                 },
                 {
                     "name": "proxy", "ready": true, "restartCount": 0, "started": true,
                     "image": "registry.example.com/infra/envoy:1.30.1",
-                    "imageID": "registry.example.com/infra/envoy@sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
                     "containerID": format!("containerd://{:064x}", i as u128 * 104729 + 3),
                     "state": {"running": {"startedAt": "2025-05-01T10:00:03Z"}}
                 }
@@ -233,5 +227,29 @@ mod tests {
         assert_eq!(typed.spec.map(|s| s.containers.len()), Some(2));
         let patch: Value = serde_json::from_str(&patch(7, 3)).expect("patch");
         assert_eq!(patch["metadata"]["labels"][GEN_LABEL], "3");
+    }
+}
+
+#[cfg(test)]
+mod sizes {
+    /// Prints the in-memory sizes of the pod types (`cargo test -p kubewright-bench
+    /// sizes -- --nocapture`): where a cached pod's memory goes besides its strings.
+    #[test]
+    fn print_type_sizes() {
+        use k8s_openapi::api::core::v1;
+        use std::mem::size_of;
+        println!(
+            "Pod {} PodSpec {} PodStatus {} ObjectMeta {} Container {} EnvVar {} Volume {} Probe {} ManagedFieldsEntry {} serde_json::Value {}",
+            size_of::<v1::Pod>(),
+            size_of::<v1::PodSpec>(),
+            size_of::<v1::PodStatus>(),
+            size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
+            size_of::<v1::Container>(),
+            size_of::<v1::EnvVar>(),
+            size_of::<v1::Volume>(),
+            size_of::<v1::Probe>(),
+            size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>(),
+            size_of::<serde_json::Value>(),
+        );
     }
 }

@@ -3,6 +3,21 @@
 use crate::{ChildResult, Mode, Variant, mib};
 use std::fmt;
 
+/// How the replay stream was made.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RecordingInfo {
+    /// Update events recorded from the server (the rest were synthesized).
+    pub server_events: usize,
+    /// Chunks the server's part arrived in (and is replayed in).
+    pub server_chunks: usize,
+    /// How many of those end at an event boundary.
+    pub server_aligned_chunks: usize,
+    /// Chunks of the whole replayed stream.
+    pub chunks: usize,
+    /// The stream was re-framed into chunks of this many bytes.
+    pub rechunked: Option<usize>,
+}
+
 /// One child's result.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct VariantReport {
@@ -10,8 +25,50 @@ pub struct VariantReport {
     pub variant: Variant,
     /// Against what.
     pub mode: Mode,
-    /// What it measured.
+    /// What it measured: the median of every measurement over the runs.
     pub result: ChildResult,
+    /// Every run.
+    pub runs: Vec<ChildResult>,
+}
+
+fn median_of<T: Copy + PartialOrd + Default>(
+    runs: &[ChildResult],
+    f: impl Fn(&ChildResult) -> T,
+) -> T {
+    let mut v: Vec<T> = runs.iter().map(f).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// The median of every measurement (each on its own) over several runs.
+pub(crate) fn median(runs: &[ChildResult]) -> ChildResult {
+    use crate::SyncResult;
+    ChildResult {
+        sync: SyncResult {
+            baseline_rss: median_of(runs, |r| r.sync.baseline_rss),
+            sync_secs: median_of(runs, |r| r.sync.sync_secs),
+            sync_cpu_secs: median_of(runs, |r| r.sync.sync_cpu_secs),
+            synced_objects: median_of(runs, |r| r.sync.synced_objects),
+            rss_after_sync: median_of(runs, |r| r.sync.rss_after_sync),
+            peak_rss_sync: median_of(runs, |r| r.sync.peak_rss_sync),
+        },
+        events: median_of(runs, |r| r.events),
+        // Keep events/s the median of the runs' rates.
+        events_secs: {
+            let rate = median_of(runs, |r| r.events_per_sec());
+            let events = median_of(runs, |r| r.events);
+            if rate > 0.0 && events > 1 {
+                (events - 1) as f64 / rate
+            } else {
+                0.0
+            }
+        },
+        events_cpu_secs: median_of(runs, |r| r.events_cpu_secs),
+        rss_end: median_of(runs, |r| r.rss_end),
+        peak_rss: median_of(runs, |r| r.peak_rss),
+        gen_sum: median_of(runs, |r| r.gen_sum),
+        verified: runs.iter().all(|r| r.verified),
+    }
 }
 
 /// The outcome of [`crate::run`]; `Display` prints the comparison table.
@@ -35,6 +92,8 @@ pub struct Report {
     pub total_secs: f64,
     /// CPUs available.
     pub cpus: usize,
+    /// How the replay stream was made (replay mode).
+    pub recording: Option<RecordingInfo>,
     /// Every child's result, in run order.
     pub results: Vec<VariantReport>,
 }
@@ -63,6 +122,11 @@ impl Report {
         self.results.iter().all(|r| r.result.verified)
     }
 
+    /// Runs per variant.
+    pub fn repeat(&self) -> usize {
+        self.results.iter().map(|r| r.runs.len()).max().unwrap_or(1)
+    }
+
     fn modes(&self) -> Vec<Mode> {
         let mut modes = Vec::new();
         for r in &self.results {
@@ -83,16 +147,16 @@ impl Report {
 }
 
 const LABEL: usize = 30;
-const COL: usize = 17;
 
 fn row(
     f: &mut fmt::Formatter<'_>,
+    width: usize,
     label: &str,
     cells: impl IntoIterator<Item = String>,
 ) -> fmt::Result {
     write!(f, "  {label:<LABEL$}")?;
     for c in cells {
-        write!(f, "{c:>COL$}")?;
+        write!(f, "{c:>width$}")?;
     }
     writeln!(f)
 }
@@ -123,8 +187,9 @@ fn judge(r: Option<f64>, target: f64, lower_is_better: bool) -> String {
                 r >= target
             };
             let cmp = if lower_is_better { "<=" } else { ">=" };
+            let digits = if (r - target).abs() < 0.005 { 3 } else { 2 };
             format!(
-                "{r:.2}x ({} {cmp} {target:.1})",
+                "{r:.digits$}x ({} {cmp} {target:.1})",
                 if met { "met" } else { "MISSED" }
             )
         }
@@ -155,7 +220,12 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "each library runs in its own child process (same binary, same Tokio runtime and allocator); update events are merge patches of one label and one annotation spread over the pods"
+            "each library runs in its own child process (same binary, same Tokio runtime and allocator); update events are merge patches of one label and one annotation spread over the pods{}",
+            if self.repeat() > 1 {
+                format!("; medians of {} runs", self.repeat())
+            } else {
+                String::new()
+            }
         )?;
         for mode in self.modes() {
             let variants = self.variants(mode);
@@ -163,24 +233,34 @@ impl fmt::Display for Report {
                 variants.iter().filter_map(|v| self.get(*v, mode)).collect();
             writeln!(f)?;
             writeln!(f, "mode {mode}: {}", mode_description(mode))?;
-            row(f, "", variants.iter().map(|v| v.name().to_string()))?;
+            let w = variants
+                .iter()
+                .map(|v| v.name().len() + 2)
+                .max()
+                .unwrap_or(0)
+                .max(14);
+            row(f, w, "", variants.iter().map(|v| v.name().to_string()))?;
             row(
                 f,
+                w,
                 "sync time",
                 results.iter().map(|r| secs(r.sync.sync_secs)),
             )?;
             row(
                 f,
+                w,
                 "sync CPU (user+sys)",
                 results.iter().map(|r| secs(r.sync.sync_cpu_secs)),
             )?;
             row(
                 f,
+                w,
                 "steady RSS after sync",
                 results.iter().map(|r| mem(r.sync.rss_after_sync)),
             )?;
             row(
                 f,
+                w,
                 "  minus empty-process RSS",
                 results
                     .iter()
@@ -188,22 +268,26 @@ impl fmt::Display for Report {
             )?;
             row(
                 f,
+                w,
                 "peak RSS during sync",
                 results.iter().map(|r| mem(r.sync.peak_rss_sync)),
             )?;
-            row(f, "peak RSS", results.iter().map(|r| mem(r.peak_rss)))?;
+            row(f, w, "peak RSS", results.iter().map(|r| mem(r.peak_rss)))?;
             row(
                 f,
+                w,
                 "RSS after the events",
                 results.iter().map(|r| mem(r.rss_end)),
             )?;
             row(
                 f,
+                w,
                 "events/s (first to last)",
                 results.iter().map(|r| format!("{:.0}", r.events_per_sec())),
             )?;
             row(
                 f,
+                w,
                 "CPU per event",
                 results
                     .iter()
@@ -211,16 +295,24 @@ impl fmt::Display for Report {
             )?;
             row(
                 f,
+                w,
                 "cache verified",
                 results
                     .iter()
                     .map(|r| if r.verified { "yes" } else { "NO" }.to_string()),
             )?;
-            let pairs: Vec<(Variant, Variant)> = variants
+            // Same configuration first, then kubewright's stripping variants against
+            // kube-rs as configured by default.
+            let mut pairs: Vec<(Variant, Variant)> = variants
                 .iter()
                 .filter_map(|v| v.baseline().map(|b| (*v, b)))
                 .filter(|(_, b)| variants.contains(b))
                 .collect();
+            for v in [Variant::KubewrightStrip, Variant::KubewrightProtoSkip] {
+                if variants.contains(&v) && variants.contains(&Variant::KubeRs) {
+                    pairs.push((v, Variant::KubeRs));
+                }
+            }
             if pairs.is_empty() {
                 continue;
             }
@@ -228,7 +320,12 @@ impl fmt::Display for Report {
                 f,
                 "  ratios kubewright / kube-rs (targets: sync time and steady RSS <= {TARGET_SYNC:.1}, events/s >= {TARGET_THROUGHPUT:.1})"
             )?;
-            let ratio_col = 28;
+            let ratio_col = pairs
+                .iter()
+                .map(|(k, b)| k.name().len() + b.name().len() + 5)
+                .max()
+                .unwrap_or(0)
+                .max(26);
             write!(f, "  {:<LABEL$}", "")?;
             for (k, b) in &pairs {
                 write!(f, "{:>ratio_col$}", format!("{k} / {b}"))?;
@@ -276,14 +373,32 @@ impl fmt::Display for Report {
         }
         writeln!(f)?;
         write!(f, "setup: pods created in {:.1} s", self.create_secs)?;
-        if let (Some(r), Some(w)) = (self.record_secs, self.watch_bytes) {
+        if let (Some(r), Some(w), Some(info)) =
+            (self.record_secs, self.watch_bytes, &self.recording)
+        {
             write!(
                 f,
-                "; list + {} events recorded in {:.1} s ({:.0} MiB of watch stream)",
+                "; list + {} events recorded in {:.1} s ({:.0} MiB of watch stream in {} chunks, avg {:.0} KiB; {} events through the server, in {} chunks of which {} end at an event boundary; {})",
                 self.events,
                 r,
-                mib(w as u64)
+                mib(w as u64),
+                info.chunks,
+                w as f64 / info.chunks.max(1) as f64 / 1024.0,
+                info.server_events,
+                info.server_chunks,
+                info.server_aligned_chunks,
+                if info.server_events < self.events {
+                    "the rest synthesized from the listed pods and checked against the server's events"
+                } else {
+                    "none synthesized"
+                }
             )?;
+            if let Some(n) = info.rechunked {
+                write!(
+                    f,
+                    "; REPLAYED IN {n}-BYTE CHUNKS regardless of event boundaries"
+                )?;
+            }
         }
         writeln!(f, "; whole run {:.0} s", self.total_secs)
     }

@@ -45,6 +45,15 @@ enum Command {
         #[arg(long)]
         kubeconfig: Option<String>,
     },
+    /// The informer benchmark: kubewright against kube-rs side by side (sync time, RSS,
+    /// watch throughput), each library in its own child process.
+    Bench {
+        #[command(flatten)]
+        args: kubewright_bench::BenchArgs,
+        /// Print the report as JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the CustomResourceDefinition derived from an example type, as YAML.
     Crd {
         /// The example: `monitor`.
@@ -64,9 +73,14 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // `kw bench` re-runs this binary as its measured child processes.
+    if let Some(code) = kubewright_bench::run_child_if_requested().await {
+        return code;
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Crd { example, json } => crd(&example, json),
+        Command::Bench { args, json } => bench(args, json).await,
         Command::Demo { kubeconfig } => match demo::run(kubeconfig.as_deref()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -150,6 +164,35 @@ fn crd(example: &str, json: bool) -> ExitCode {
         }
         Err(e) => {
             eprintln!("kw crd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn bench(args: kubewright_bench::BenchArgs, json: bool) -> ExitCode {
+    let opts = match args.into_options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("kw bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match kubewright_bench::run(opts).await {
+        Ok(report) => {
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                println!("{report}");
+            }
+            if report.all_verified() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("kw bench: a cache did not end in the expected state");
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("kw bench: {e}");
             ExitCode::FAILURE
         }
     }
