@@ -446,12 +446,12 @@ impl ApiServer {
         let key = t.def.storage_key();
         let ns = t.namespace.as_deref();
         // Pagination: the continue token pins the snapshot revision and the last key.
-        let (items, list_rv, start_after) = if let Some(tok) = &opts.cont {
+        let (items, list_rv) = if let Some(tok) = &opts.cont {
             let (rv, after) = decode_continue(tok)?;
             let items = self.storage.list_at(&key, ns, rv, Some(&after)).map_err(|_| {
                 ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
             })?;
-            (items, rv, Some(after))
+            (items, rv)
         } else {
             match (opts.rv, opts.rv_match.as_deref()) {
                 (Some(rv), Some("Exact")) | (Some(rv), None)
@@ -464,18 +464,18 @@ impl ApiServer {
                     let items = self.storage.list_at(&key, ns, rv, None).map_err(|_| {
                         ApiError::expired("The resourceVersion for the provided list is too old.")
                     })?;
-                    (items, rv, None)
+                    (items, rv)
                 }
                 (Some(rv), _) if rv != 0 => {
                     let (items, current) = self.storage.list(&key, ns);
                     if rv > current {
                         return Err(too_large_rv(rv, current));
                     }
-                    (items, current, None)
+                    (items, current)
                 }
                 _ => {
                     let (items, current) = self.storage.list(&key, ns);
-                    (items, current, None)
+                    (items, current)
                 }
             }
         };
@@ -483,7 +483,6 @@ impl ApiServer {
         let mut selected = Vec::new();
         let mut next_token = None;
         let mut remaining = 0usize;
-        let _ = &start_after; // list_at already starts after the continue key
         let total = items.len();
         for (i, obj) in items.into_iter().enumerate() {
             if !crate::filter::matches(&t.def, &obj, &opts.labels, &opts.fields) {
@@ -592,7 +591,6 @@ impl ApiServer {
         mut obj: Value,
         wo: &mut WriteOptions,
     ) -> Result<Value, ApiError> {
-        let name = meta_str(&obj, "name").unwrap_or("").to_string();
         let unknown = if let Some(n) = def.normalizer {
             let normalized = n(&obj).map_err(|e| {
                 ApiError::bad_request(format!(
@@ -615,7 +613,6 @@ impl ApiServer {
         if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
             crate::crd::validate_crd(def, &obj)?;
         }
-        let _ = name;
         if !unknown.is_empty() {
             match wo.validation.as_str() {
                 "Strict" => {

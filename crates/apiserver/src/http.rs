@@ -91,7 +91,6 @@ pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
         return Ok(Format::Json);
     };
     let ranges = parse_accept(accept);
-    let mut wrong_form = false;
     for r in &ranges {
         let json_like = matches!(
             r.essence.as_str(),
@@ -107,22 +106,19 @@ pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
         ) {
             (None, _) => return Ok(if yaml { Format::Yaml } else { Format::Json }),
             (Some("Table"), Some("meta.k8s.io")) => return Ok(Format::Table),
-            (Some("PartialObjectMetadataList"), Some("meta.k8s.io")) => {
-                if list {
-                    return Ok(Format::PartialMetaList);
-                }
-                wrong_form = true;
+            // The wrong form for the target (a list on one object, a single object on a
+            // list) is not acceptable: fall through to 406.
+            (Some("PartialObjectMetadataList"), Some("meta.k8s.io")) if list => {
+                return Ok(Format::PartialMetaList);
             }
-            (Some("PartialObjectMetadata"), Some("meta.k8s.io")) => {
-                if !list || req.q_bool("watch") {
-                    return Ok(Format::PartialMeta);
-                }
-                wrong_form = true;
+            (Some("PartialObjectMetadata"), Some("meta.k8s.io"))
+                if !list || req.q_bool("watch") =>
+            {
+                return Ok(Format::PartialMeta);
             }
             _ => {}
         }
     }
-    let _ = wrong_form;
     Err(ApiError::not_acceptable(
         "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
     ))

@@ -568,39 +568,17 @@ async fn data_dir_survives_restart() {
         eprintln!("skipping: data directories are a feature of the embedded server");
         return;
     }
+    // The servers come and go; one Env (kubeconfig path and kubectl cache) serves both.
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let kc = dir.path().join("kubeconfig");
-    let run = |args: &[&str], stdin: Option<&str>| {
-        let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig")
-            .arg(&kc)
-            .args(args)
-            .env("KUBECACHEDIR", dir.path().join("cache"));
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+    let env = Env {
+        kubeconfig: kc.clone(),
+        _dir: dir,
+        _server: None,
+        namespaces: vec![],
     };
+    let run = |args: &[&str], stdin: Option<&str>| env.ok(args, stdin);
     let crd = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition

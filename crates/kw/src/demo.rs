@@ -84,6 +84,30 @@ where
     Err(format!("timed out after {timeout:?} waiting for {what}"))
 }
 
+/// Merge-patches `spec` into a Monitor, then waits until the operator has converged it to
+/// `replicas` probers of `target`.
+async fn update_and_wait<F, Fut>(
+    monitors: &Api<Monitor>,
+    name: &str,
+    spec: serde_json::Value,
+    what: &str,
+    converged: F,
+) -> DemoResult<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    monitors
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": spec })),
+        )
+        .await
+        .map_err(|e| format!("update {name}: {e}"))?;
+    wait_until(what, Duration::from_secs(60), converged).await
+}
+
 #[derive(Default)]
 struct Stats {
     reconciles: u64,
@@ -323,17 +347,11 @@ pub async fn run(kubeconfig: Option<&str>) -> DemoResult<()> {
     ui.done("site-0 scaled: Deployment has 3 replicas");
 
     ui.step("updating site-1's target");
-    monitors
-        .patch(
-            "site-1",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"target": "https://kubernetes.io/docs"}})),
-        )
-        .await
-        .map_err(|e| format!("update: {e}"))?;
-    wait_until(
+    update_and_wait(
+        &monitors,
+        "site-1",
+        serde_json::json!({"target": "https://kubernetes.io/docs"}),
         "site-1's ConfigMap to follow",
-        Duration::from_secs(60),
         || converged("site-1".into(), 1, "https://kubernetes.io/docs".into()),
     )
     .await?;
@@ -343,17 +361,11 @@ pub async fn run(kubeconfig: Option<&str>) -> DemoResult<()> {
     match &conn.server {
         Some(server) => {
             server.close_watches();
-            monitors
-                .patch(
-                    "site-2",
-                    &PatchParams::default(),
-                    &Patch::Merge(serde_json::json!({"spec": {"replicas": 2}})),
-                )
-                .await
-                .map_err(|e| format!("update: {e}"))?;
-            wait_until(
+            update_and_wait(
+                &monitors,
+                "site-2",
+                serde_json::json!({"replicas": 2}),
                 "site-2 to converge after the disconnect",
-                Duration::from_secs(60),
                 || converged("site-2".into(), 2, "https://crates.io".into()),
             )
             .await?;
@@ -370,17 +382,11 @@ pub async fn run(kubeconfig: Option<&str>) -> DemoResult<()> {
         .await
         .map_err(|_| "manager-b never took over".to_string())?
         .map_err(|e| e.to_string())?;
-    monitors
-        .patch(
-            "site-0",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"target": "https://example.org"}})),
-        )
-        .await
-        .map_err(|e| format!("update: {e}"))?;
-    wait_until(
+    update_and_wait(
+        &monitors,
+        "site-0",
+        serde_json::json!({"target": "https://example.org"}),
         "manager-b to reconcile site-0",
-        Duration::from_secs(60),
         || converged("site-0".into(), 3, "https://example.org".into()),
     )
     .await?;
