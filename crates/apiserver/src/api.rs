@@ -747,8 +747,12 @@ impl ApiServer {
                 m.remove(f);
             }
         }
+        let ty = crate::schema::for_resource(def, None);
+        // An applier owns what it applied, not what the server defaults.
+        let applied = (operation == "Apply").then(|| fields::paths_of(&obj, ty));
         crate::defaults::on_create(def, &mut obj);
-        let owned = fields::paths_of(&obj);
+        crate::schema::default_keys(&mut obj, ty);
+        let owned = applied.unwrap_or_else(|| fields::paths_of(&obj, ty));
         meta::record_managed(
             &mut obj,
             manager,
@@ -902,6 +906,8 @@ impl ApiServer {
                 ));
             }
             let mut next = merge_for_write(def, cur, &mut obj, sub);
+            let ty = crate::schema::for_resource(def, None);
+            crate::schema::default_keys(&mut next, ty);
             // Finalizers may not be added while deleting.
             if cur.pointer("/metadata/deletionTimestamp").is_some() {
                 let old: Vec<&Value> = cur
@@ -943,7 +949,7 @@ impl ApiServer {
                     );
                 }
                 None => {
-                    let changed = fields::changed_paths(Some(cur), &next);
+                    let changed = fields::changed_paths(Some(cur), &next, ty);
                     meta::record_managed(
                         &mut next,
                         &wo.field_manager,

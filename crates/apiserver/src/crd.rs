@@ -30,6 +30,8 @@ struct VersionInfo {
     schema: Option<Value>,
     columns: Vec<PrinterColumn>,
     selectable: Vec<String>,
+    /// The compiled list/map semantics of `schema`, built on first use.
+    index: std::sync::OnceLock<crate::schema::Index>,
 }
 
 /// Per-version schema data of a custom resource.
@@ -61,6 +63,16 @@ impl CrdSchema {
 
     fn schema(&self, version: &str) -> Option<&Value> {
         self.versions.get(version)?.schema.as_ref()
+    }
+
+    /// The list/map semantics of a version's structural schema (`x-kubernetes-list-type`,
+    /// `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`), compiled once.
+    pub(crate) fn type_index(&self, version: &str) -> Option<&crate::schema::Index> {
+        let v = self.versions.get(version)?;
+        Some(
+            v.index
+                .get_or_init(|| crate::schema::Index::for_crd(v.schema.as_ref())),
+        )
     }
 
     /// Drops fields not in the schema. Returns the pruned object and the dropped paths.
@@ -528,6 +540,7 @@ pub fn defs_from_crd(crd: &Value) -> Vec<ResourceDef> {
                 schema: v.pointer("/schema/openAPIV3Schema").cloned(),
                 columns,
                 selectable,
+                index: Default::default(),
             },
         );
     }

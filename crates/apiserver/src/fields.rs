@@ -1,7 +1,10 @@
 //! Field paths and the `FieldsV1` trie used by managedFields and server-side apply.
 
+use crate::schema::{self, ListType, Ty};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 /// One step of a field path.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -17,156 +20,348 @@ pub enum Step {
 /// A path from the object root.
 pub type Path = Vec<Step>;
 
-/// Keys that identify items of lists of objects, tried in order (built-in merge keys).
-const LIST_KEYS: [&str; 6] = [
-    "name",
-    "containerPort",
-    "mountPath",
-    "devicePath",
-    "ip",
-    "type",
-];
-
-/// The key step of a list item, when the list is a map-list.
-pub fn item_key(item: &Value) -> Option<Step> {
+/// The key step (`k:{...}`) of an item of a map-list with `keys`: the key fields in name
+/// order, an omitted key taking its schema default. `None` when the item is not an object
+/// or omits a key that has no default.
+pub fn item_key(item: &Value, item_ty: Ty<'_>, keys: &[String]) -> Option<Step> {
     let obj = item.as_object()?;
-    for k in LIST_KEYS {
-        if let Some(v) = obj.get(k).filter(|v| v.is_string() || v.is_number()) {
-            let mut m = Map::new();
-            m.insert(k.to_string(), v.clone());
-            // A port list keys by (containerPort, protocol) in Kubernetes.
-            if k == "containerPort"
-                && let Some(p) = obj.get("protocol")
-            {
-                m.insert("protocol".into(), p.clone());
-            }
-            return Some(Step::Key(Value::Object(m).to_string()));
-        }
+    let mut m = Map::new();
+    for k in keys {
+        let v = obj.get(k).or_else(|| item_ty.field_default(k))?;
+        m.insert(k.clone(), v.clone());
     }
-    None
+    Some(Step::Key(key_text(&m)))
 }
 
-/// Whether a list is treated as a map-list (every item has a key).
-pub fn is_map_list(items: &[Value]) -> bool {
-    !items.is_empty() && items.iter().all(|i| item_key(i).is_some())
+/// The JSON text of a key object with its fields sorted by name, as structured-merge-diff
+/// writes it.
+fn key_text(m: &Map<String, Value>) -> String {
+    let mut names: Vec<&String> = m.keys().collect();
+    names.sort();
+    let mut s = String::from("{");
+    for (i, n) in names.into_iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&Value::String(n.clone()).to_string());
+        s.push(':');
+        s.push_str(&m[n].to_string());
+    }
+    s.push('}');
+    s
 }
 
-/// Whether a list is a set of scalars.
-pub fn is_set_list(items: &[Value]) -> bool {
-    !items.is_empty()
-        && items
-            .iter()
-            .all(|i| i.is_string() || i.is_number() || i.is_boolean())
+/// The first item of a map-list that omits a key field without a default, as an error
+/// message (`.spec.ports: element 0: ...`), anywhere in `v`.
+pub fn missing_key(v: &Value, ty: Option<Ty<'_>>, at: &mut String) -> Option<String> {
+    let ty = ty?;
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                let Some(f) = ty.field(k) else { continue };
+                let len = at.len();
+                at.push('.');
+                at.push_str(k);
+                let found = missing_key(child, Some(f.ty), at);
+                at.truncate(len);
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
+        Value::Array(items) => {
+            let (item_ty, lt, keys) = ty.list()?;
+            for (i, item) in items.iter().enumerate() {
+                if lt == ListType::Map {
+                    if !item.is_object() {
+                        return Some(format!(
+                            "{at}: element {i}: associative list with keys may not have non-map elements"
+                        ));
+                    }
+                    for k in keys {
+                        if item.get(k).is_none() && item_ty.field_default(k).is_none() {
+                            return Some(format!(
+                                "{at}: element {i}: associative list with keys has an element that omits key field {k:?} (and doesn't have default value)"
+                            ));
+                        }
+                    }
+                }
+                let len = at.len();
+                at.push_str(&format!("[{i}]"));
+                let found = missing_key(item, Some(item_ty), at);
+                at.truncate(len);
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
+        _ => None,
+    }
 }
 
-/// Leaf paths (and item paths) set in `v`, excluding server-owned metadata.
-pub fn paths_of(v: &Value) -> BTreeSet<Path> {
+/// The field paths set in `v` (of type `ty`), as structured-merge-diff computes a field set:
+/// scalars, atomic lists, atomic structs and maps, empty maps and nulls are leaves; items
+/// of map-lists (`k:`) and sets (`v:`) are members themselves. Of the metadata only
+/// labels, annotations, finalizers and ownerReferences are tracked.
+pub fn paths_of(v: &Value, ty: Option<Ty<'_>>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
-    walk(v, &mut Vec::new(), &mut out, true);
+    let Some(root) = v.as_object() else {
+        return out;
+    };
+    let mut prefix = Vec::new();
+    for (k, child) in root {
+        if k == "apiVersion" || k == "kind" {
+            continue;
+        }
+        if k == "metadata" {
+            let Some(meta) = child.as_object() else {
+                continue;
+            };
+            let tracked: Map<String, Value> = meta
+                .iter()
+                .filter(|(mk, _)| {
+                    matches!(
+                        mk.as_str(),
+                        "labels" | "annotations" | "finalizers" | "ownerReferences"
+                    )
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !tracked.is_empty() {
+                prefix.push(Step::Field("metadata".into()));
+                walk(
+                    &Value::Object(tracked),
+                    schema::builtin_def(OBJECT_META),
+                    false,
+                    &mut prefix,
+                    &mut out,
+                );
+                prefix.pop();
+            }
+            continue;
+        }
+        let f = schema::field(ty, k);
+        prefix.push(Step::Field(k.clone()));
+        walk(
+            child,
+            f.map(|f| f.ty),
+            f.is_some_and(|f| f.is_atomic_object()),
+            &mut prefix,
+            &mut out,
+        );
+        prefix.pop();
+    }
     out
 }
 
-fn walk(v: &Value, prefix: &mut Path, out: &mut BTreeSet<Path>, root: bool) {
+fn walk(v: &Value, ty: Option<Ty<'_>>, atomic: bool, prefix: &mut Path, out: &mut BTreeSet<Path>) {
+    let leaf = |prefix: &Path, out: &mut BTreeSet<Path>| {
+        if !prefix.is_empty() {
+            out.insert(prefix.clone());
+        }
+    };
+    if atomic {
+        return leaf(prefix, out);
+    }
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, child) in m {
-                if root && (k == "apiVersion" || k == "kind") {
-                    continue;
-                }
-                if root && k == "metadata" {
-                    if let Some(meta) = child.as_object() {
-                        for mk in ["labels", "annotations"] {
-                            if let Some(Value::Object(lm)) = meta.get(mk) {
-                                for lk in lm.keys() {
-                                    out.insert(vec![
-                                        Step::Field("metadata".into()),
-                                        Step::Field(mk.into()),
-                                        Step::Field(lk.clone()),
-                                    ]);
-                                }
-                            }
-                        }
-                        if let Some(Value::Array(fs)) = meta.get("finalizers") {
-                            for f in fs {
-                                out.insert(vec![
-                                    Step::Field("metadata".into()),
-                                    Step::Field("finalizers".into()),
-                                    Step::Value(f.to_string()),
-                                ]);
-                            }
-                        }
-                        if let Some(Value::Array(ors)) = meta.get("ownerReferences") {
-                            for o in ors {
-                                if let Some(uid) = o.get("uid") {
-                                    out.insert(vec![
-                                        Step::Field("metadata".into()),
-                                        Step::Field("ownerReferences".into()),
-                                        Step::Key(serde_json::json!({ "uid": uid }).to_string()),
-                                    ]);
-                                }
-                            }
-                        }
-                    }
-                    continue;
-                }
+                let f = schema::field(ty, k);
                 prefix.push(Step::Field(k.clone()));
-                walk(child, prefix, out, false);
+                walk(
+                    child,
+                    f.map(|f| f.ty),
+                    f.is_some_and(|f| f.is_atomic_object()),
+                    prefix,
+                    out,
+                );
                 prefix.pop();
             }
         }
-        Value::Array(items) if is_map_list(items) => {
-            for item in items {
-                if let Some(key) = item_key(item) {
-                    prefix.push(key);
+        Value::Array(items) => match ty.and_then(|t| t.list()) {
+            Some((item_ty, ListType::Map, keys)) => {
+                let steps: Option<Vec<Step>> =
+                    items.iter().map(|i| item_key(i, item_ty, keys)).collect();
+                // An item without its keys cannot be tracked: own the list as a whole.
+                let Some(steps) = steps else {
+                    return leaf(prefix, out);
+                };
+                for (item, step) in items.iter().zip(steps) {
+                    prefix.push(step);
                     out.insert(prefix.clone());
-                    walk(item, prefix, out, false);
+                    walk(item, Some(item_ty), item_ty.is_atomic_object(), prefix, out);
                     prefix.pop();
                 }
             }
-        }
-        Value::Array(items) if is_set_list(items) => {
-            for item in items {
-                prefix.push(Step::Value(item.to_string()));
-                out.insert(prefix.clone());
-                prefix.pop();
+            Some((_, ListType::Set, _)) => {
+                for item in items {
+                    prefix.push(Step::Value(item.to_string()));
+                    out.insert(prefix.clone());
+                    prefix.pop();
+                }
             }
+            // Atomic lists, and lists without a schema (structured-merge-diff's default).
+            _ => leaf(prefix, out),
+        },
+        _ => leaf(prefix, out),
+    }
+}
+
+/// Whether two JSON values are equal, numbers compared by value (`80` and `80.0`).
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+/// Whether `item` has the key `k` (the JSON text of a key object).
+fn matches_key(item: &Value, item_ty: Option<Ty<'_>>, key: &Map<String, Value>) -> bool {
+    let Some(obj) = item.as_object() else {
+        return false;
+    };
+    key.iter().all(|(kn, kv)| {
+        obj.get(kn)
+            .or_else(|| item_ty.and_then(|t| t.field_default(kn)))
+            .is_some_and(|v| json_eq(v, kv))
+    })
+}
+
+/// The item of `items` a path step designates, by key or by value.
+fn find_item<'v>(
+    items: &'v [Value],
+    step: &Step,
+    item_ty: Option<Ty<'_>>,
+) -> Option<(usize, &'v Value)> {
+    match step {
+        Step::Key(k) => {
+            let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+            items
+                .iter()
+                .enumerate()
+                .find(|(_, i)| matches_key(i, item_ty, &key))
         }
-        _ => {
-            if !prefix.is_empty() {
-                out.insert(prefix.clone());
-            }
+        Step::Value(s) => {
+            let want: Value = serde_json::from_str(s).ok()?;
+            items.iter().enumerate().find(|(_, i)| json_eq(i, &want))
         }
+        Step::Field(_) => None,
+    }
+}
+
+fn step_ty<'a>(ty: Option<Ty<'a>>, step: &Step) -> Option<Ty<'a>> {
+    match step {
+        Step::Field(f) => schema::field(ty, f).map(|f| f.ty),
+        Step::Key(_) | Step::Value(_) => ty.and_then(|t| t.list()).map(|l| l.0),
+    }
+}
+
+/// The type of the first step of a path (metadata is always ObjectMeta).
+fn root_ty<'a>(ty: Option<Ty<'a>>, path: &[Step]) -> Option<Ty<'a>> {
+    match path.first() {
+        Some(Step::Field(f)) if f == "metadata" => schema::builtin_def(OBJECT_META),
+        Some(s) => step_ty(ty, s),
+        None => ty,
     }
 }
 
 /// Looks up the value at a path.
-pub fn get_path<'a>(v: &'a Value, path: &[Step]) -> Option<&'a Value> {
+pub fn get_path<'v>(v: &'v Value, path: &[Step], ty: Option<Ty<'_>>) -> Option<&'v Value> {
     let mut cur = v;
-    for step in path {
+    let mut t = ty;
+    for (i, step) in path.iter().enumerate() {
+        let next_ty = if i == 0 {
+            root_ty(ty, path)
+        } else {
+            step_ty(t, step)
+        };
         cur = match (step, cur) {
             (Step::Field(f), Value::Object(m)) => m.get(f)?,
-            (Step::Key(k), Value::Array(items)) => items.iter().find(|i| {
-                item_key(i)
-                    .as_ref()
-                    .is_some_and(|ik| *ik == Step::Key(k.clone()))
-            })?,
-            (Step::Value(s), Value::Array(items)) => items.iter().find(|i| i.to_string() == *s)?,
+            (Step::Key(_) | Step::Value(_), Value::Array(items)) => {
+                find_item(items, step, next_ty)?.1
+            }
             _ => return None,
         };
+        t = next_ty;
     }
     Some(cur)
 }
 
-/// Paths whose value differs between `old` and `new` (present in `new`).
-pub fn changed_paths(old: Option<&Value>, new: &Value) -> BTreeSet<Path> {
-    let new_paths = paths_of(new);
-    match old {
-        None => new_paths,
-        Some(old) => new_paths
-            .into_iter()
-            .filter(|p| get_path(old, p) != get_path(new, p))
-            .collect(),
+/// Removes the value at a path (a field, or a list item by key or value).
+pub fn remove_path(v: &mut Value, path: &[Step], ty: Option<Ty<'_>>) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = v;
+    let mut t = ty;
+    for (i, step) in parents.iter().enumerate() {
+        let next_ty = if i == 0 {
+            root_ty(ty, path)
+        } else {
+            step_ty(t, step)
+        };
+        let next = match (step, cur) {
+            (Step::Field(f), Value::Object(m)) => m.get_mut(f),
+            (Step::Key(_) | Step::Value(_), Value::Array(items)) => {
+                match find_item(items, step, next_ty).map(|(i, _)| i) {
+                    Some(i) => items.get_mut(i),
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+        t = next_ty;
     }
+    let last_ty = if parents.is_empty() {
+        root_ty(ty, path)
+    } else {
+        step_ty(t, last)
+    };
+    match (last, cur) {
+        (Step::Field(f), Value::Object(m)) => {
+            m.remove(f);
+        }
+        (Step::Key(_) | Step::Value(_), Value::Array(items)) => {
+            if let Some((i, _)) = find_item(items, last, last_ty) {
+                items.remove(i);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `p` is a member of `set` that also has children there (a list item or a map
+/// that is compared by presence, not by value).
+pub fn has_children(set: &BTreeSet<Path>, p: &Path) -> bool {
+    set.range(p.clone()..)
+        .nth(1)
+        .is_some_and(|next| next.len() > p.len() && next.starts_with(p))
+}
+
+/// The paths an update sets: leaves whose value differs between `old` and `new`, and items
+/// (and other members with children) that `new` adds.
+pub fn changed_paths(old: Option<&Value>, new: &Value, ty: Option<Ty<'_>>) -> BTreeSet<Path> {
+    let new_paths = paths_of(new, ty);
+    let Some(old) = old else {
+        return new_paths;
+    };
+    new_paths
+        .iter()
+        .filter(|p| {
+            if has_children(&new_paths, p) {
+                get_path(old, p, ty).is_none()
+            } else {
+                get_path(old, p, ty) != get_path(new, p, ty)
+            }
+        })
+        .cloned()
+        .collect()
 }
 
 fn step_key(s: &Step) -> String {
@@ -192,18 +387,30 @@ pub fn to_fields_v1(paths: &BTreeSet<Path>) -> Value {
     let mut root = Map::new();
     for p in paths {
         let mut cur = &mut root;
-        for (i, step) in p.iter().enumerate() {
+        for step in p {
             let entry = cur
                 .entry(step_key(step))
                 .or_insert_with(|| Value::Object(Map::new()));
-            if i + 1 < p.len()
-                && matches!(step, Step::Key(_))
-                && let Value::Object(m) = entry
-            {
-                m.entry(".").or_insert_with(|| Value::Object(Map::new()));
-            }
             let Value::Object(next) = entry else { break };
             cur = next;
+        }
+    }
+    // A member that also has children carries a `.` marker.
+    fn mark(node: &mut Map<String, Value>, steps: &[Step]) {
+        match steps.split_first() {
+            None => {
+                node.insert(".".into(), Value::Object(Map::new()));
+            }
+            Some((step, rest)) => {
+                if let Some(Value::Object(next)) = node.get_mut(&step_key(step)) {
+                    mark(next, rest);
+                }
+            }
+        }
+    }
+    for p in paths {
+        if has_children(paths, p) {
+            mark(&mut root, p);
         }
     }
     Value::Object(root)
@@ -239,25 +446,115 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn deployment() -> Option<Ty<'static>> {
+        schema::builtin_def("io.k8s.api.apps.v1.Deployment")
+    }
+
+    fn obj() -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "x", "labels": {"app": "a"}, "finalizers": ["f1"]},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "a"}},
+                "template": {"spec": {
+                    "tolerations": [{"key": "k", "operator": "Exists"}],
+                    "containers": [{"name": "c", "image": "i",
+                        "env": [{"name": "A", "value": "1"}],
+                        "ports": [{"containerPort": 80}]}]}}}
+        })
+    }
+
     #[test]
     fn trie_round_trip() {
-        let obj = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "x", "labels": {"app": "a"}},
-            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
-        });
-        let paths = paths_of(&obj);
+        let obj = obj();
+        let paths = paths_of(&obj, deployment());
         let trie = to_fields_v1(&paths);
         assert_eq!(trie["f:spec"]["f:replicas"], json!({}));
         assert_eq!(trie["f:metadata"]["f:labels"]["f:app"], json!({}));
-        assert!(
-            trie["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["f:image"]
-                .is_object()
-        );
+        assert_eq!(trie["f:metadata"]["f:finalizers"]["v:\"f1\""], json!({}));
+        assert!(trie["f:metadata"].get("f:name").is_none());
+        // Atomic struct and list: owned as a whole.
+        assert_eq!(trie["f:spec"]["f:selector"], json!({}));
+        let pod = &trie["f:spec"]["f:template"]["f:spec"];
+        assert_eq!(pod["f:tolerations"], json!({}));
+        let c = &pod["f:containers"]["k:{\"name\":\"c\"}"];
+        assert_eq!(c["."], json!({}));
+        assert_eq!(c["f:image"], json!({}));
+        assert_eq!(c["f:env"]["k:{\"name\":\"A\"}"]["f:value"], json!({}));
+        // Two keys, sorted by name, the omitted protocol defaulted.
+        let port = &c["f:ports"]["k:{\"containerPort\":80,\"protocol\":\"TCP\"}"];
+        assert_eq!(port, &json!({".": {}, "f:containerPort": {}}));
+        assert!(c["f:ports"].get(".").is_none());
         assert_eq!(from_fields_v1(&trie), paths);
         let mut changed = obj.clone();
         changed["spec"]["replicas"] = json!(3);
-        let diff = changed_paths(Some(&obj), &changed);
+        let diff = changed_paths(Some(&obj), &changed, deployment());
         assert_eq!(diff.len(), 1);
+    }
+
+    #[test]
+    fn lookups_by_key_use_defaults() {
+        let mut obj = obj();
+        let p: Path = vec![
+            Step::Field("spec".into()),
+            Step::Field("template".into()),
+            Step::Field("spec".into()),
+            Step::Field("containers".into()),
+            Step::Key("{\"name\":\"c\"}".into()),
+            Step::Field("ports".into()),
+            Step::Key("{\"containerPort\":80,\"protocol\":\"TCP\"}".into()),
+        ];
+        assert_eq!(
+            get_path(&obj, &p, deployment()),
+            Some(&json!({"containerPort": 80}))
+        );
+        remove_path(&mut obj, &p, deployment());
+        assert_eq!(
+            obj["spec"]["template"]["spec"]["containers"][0]["ports"],
+            json!([])
+        );
+        let fin: Path = vec![
+            Step::Field("metadata".into()),
+            Step::Field("finalizers".into()),
+            Step::Value("\"f1\"".into()),
+        ];
+        assert!(get_path(&obj, &fin, deployment()).is_some());
+        remove_path(&mut obj, &fin, deployment());
+        assert_eq!(obj["metadata"]["finalizers"], json!([]));
+    }
+
+    #[test]
+    fn updates_own_changed_leaves_and_added_items() {
+        let old = obj();
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["env"] =
+            json!([{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]);
+        let diff = to_fields_v1(&changed_paths(Some(&old), &new, deployment()));
+        let env =
+            &diff["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["f:env"];
+        // A changed value: the leaf only; an added item: the item and its fields.
+        assert_eq!(env["k:{\"name\":\"A\"}"], json!({"f:value": {}}));
+        assert_eq!(
+            env["k:{\"name\":\"B\"}"],
+            json!({".": {}, "f:name": {}, "f:value": {}})
+        );
+    }
+
+    #[test]
+    fn without_a_schema_lists_are_atomic() {
+        let v = json!({"spec": {"items": [{"name": "a"}], "tags": ["x"]}});
+        let paths = paths_of(&v, None);
+        let trie = to_fields_v1(&paths);
+        assert_eq!(trie, json!({"f:spec": {"f:items": {}, "f:tags": {}}}));
+    }
+
+    #[test]
+    fn missing_keys_are_reported() {
+        let v = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
+        let msg = missing_key(&v, deployment(), &mut String::new()).unwrap();
+        assert!(
+            msg.starts_with(".spec.template.spec.containers: element 0: associative list"),
+            "{msg}"
+        );
+        assert!(missing_key(&obj(), deployment(), &mut String::new()).is_none());
     }
 }

@@ -24,6 +24,7 @@ mod patch;
 mod protobuf;
 mod rbac;
 mod registry;
+mod schema;
 mod server;
 mod storage;
 mod table;

@@ -36,6 +36,24 @@ const PROTO_V2: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protob
 const PROTO_V3: &str = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf";
 const CRD_STORAGE_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
+/// Every built-in definition (name -> OpenAPI v3 schema, references as
+/// `#/components/schemas/<name>`), built once.
+pub(crate) fn builtin_definitions() -> &'static BTreeMap<String, Value> {
+    &BUILTINS.schemas
+}
+
+/// The definition name of a built-in kind.
+pub(crate) fn builtin_kind_definition(
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<&'static str> {
+    BUILTINS
+        .kinds
+        .get(&(group.to_string(), version.to_string(), kind.to_string()))
+        .map(String::as_str)
+}
+
 /// Serves `/openapi/v2` and `/openapi/v3[/...]`.
 pub fn serve(srv: &Arc<ApiServer>, req: &Req) -> Option<Response<Body>> {
     if req.method != Method::GET && req.method != Method::HEAD {

@@ -6,6 +6,7 @@ use crate::fields::{self, Path};
 use crate::http::{self as h, Body, Format, Req};
 use crate::meta::{meta_mut, meta_str};
 use crate::registry::ResourceDef;
+use crate::schema::{self, FieldTy, ListType, Ty};
 use http::{Response, StatusCode};
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value, json};
@@ -123,7 +124,8 @@ pub fn patch(
                     "a strategic merge patch must be a JSON object",
                 ));
             }
-            strategic_merge(&mut doc, &p).map_err(ApiError::bad_request)?;
+            strategic_merge(&mut doc, &p, schema::for_resource(&t.def, sub))
+                .map_err(ApiError::bad_request)?;
         }
         Kind::Apply => {}
     }
@@ -167,60 +169,34 @@ pub fn patch(
     Ok(resp)
 }
 
-/// Merge keys of built-in list fields (from the Kubernetes API definitions'
-/// `patchMergeKey`). `None` = the field merges as a set of primitives.
-fn merge_key(field: &str, items: &[Value]) -> Option<Option<&'static str>> {
-    Some(match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets"
-        | "resourceClaims"
-        | "readinessGates"
-        | "schedulingGates" => Some(if field == "readinessGates" {
-            "conditionType"
-        } else {
-            "name"
-        }),
-        "volumeMounts" => Some("mountPath"),
-        "volumeDevices" => Some("devicePath"),
-        "hostAliases" => Some("ip"),
-        "conditions" => Some("type"),
-        "ownerReferences" => Some("uid"),
-        "topologySpreadConstraints" => Some("topologyKey"),
-        "ports" => {
-            if items.iter().any(|i| i.get("containerPort").is_some()) {
-                Some("containerPort")
-            } else {
-                Some("port")
-            }
-        }
-        "finalizers" => None,
-        _ => return None,
-    })
-}
-
-/// Applies a strategic merge patch in place.
-pub fn strategic_merge(orig: &mut Value, patch: &Value) -> Result<(), String> {
+/// Applies a strategic merge patch in place, with the list semantics of `ty` (the type of
+/// the document): lists whose field has the `merge` patch strategy merge by the field's
+/// merge key (or as a set of primitives), other lists are replaced; a `replace` strategy
+/// replaces maps. Lists with no schema are replaced, as kube-apiserver does. As upstream's
+/// `strategicpatch`, new list items come first, then the items only the object has, unless
+/// `$setElementOrder/<field>` gives the order.
+pub fn strategic_merge(orig: &mut Value, patch: &Value, ty: Option<Ty<'_>>) -> Result<(), String> {
     let Some(pm) = patch.as_object() else {
         *orig = patch.clone();
         return Ok(());
     };
-    match pm.get("$patch").and_then(Value::as_str) {
-        Some("replace") => {
+    match pm.get("$patch") {
+        None => {}
+        Some(Value::String(d)) if d == "replace" => {
             let mut p = pm.clone();
             p.remove("$patch");
-            *orig = Value::Object(p);
+            let mut fresh = Value::Object(Map::new());
+            strategic_merge(&mut fresh, &Value::Object(p), ty)?;
+            *orig = fresh;
             return Ok(());
         }
-        Some("delete") => {
-            *orig = Value::Null;
+        // As upstream: the map becomes empty.
+        Some(Value::String(d)) if d == "delete" => {
+            *orig = Value::Object(Map::new());
             return Ok(());
         }
-        Some(other) if other != "merge" => return Err(format!("unknown patch type: {other}")),
-        _ => {}
+        Some(Value::String(d)) if d == "merge" => {}
+        Some(other) => return Err(format!("unknown patch type: {other} in map: {patch}")),
     }
     if !orig.is_object() {
         *orig = Value::Object(Map::new());
@@ -229,34 +205,66 @@ pub fn strategic_merge(orig: &mut Value, patch: &Value) -> Result<(), String> {
         return Ok(());
     };
     if let Some(retain) = pm.get("$retainKeys") {
-        let keys: Vec<&str> = retain
-            .as_array()
-            .ok_or("$retainKeys must be a list")?
-            .iter()
-            .map(|k| k.as_str().ok_or("$retainKeys must contain strings"))
-            .collect::<Result<_, _>>()?;
-        om.retain(|k, _| keys.contains(&k.as_str()));
+        apply_retain_keys(om, pm, retain)?;
     }
-    let mut orders: Vec<(String, Vec<Value>)> = Vec::new();
+    // `$setElementOrder/<field>`: merge the field's list now and order it as told.
+    let mut ordered: BTreeSet<&str> = BTreeSet::new();
+    for (k, order) in pm {
+        let Some(field) = k.strip_prefix("$setElementOrder/") else {
+            continue;
+        };
+        let order = order
+            .as_array()
+            .ok_or("invalid patch format of setElementOrder list")?;
+        let f = schema::field(ty, field);
+        let key = list_merge_key(f);
+        let item_ty = f.and_then(|f| f.ty.list()).map(|l| l.0);
+        let original: Vec<Value> = match om.get(field) {
+            Some(Value::Array(a)) => a.clone(),
+            Some(_) => return Err(format!("$setElementOrder/{field}: the field is not a list")),
+            None => Vec::new(),
+        };
+        let merged = match (om.get(field), pm.get(field)) {
+            (Some(_), Some(Value::Array(pl))) if f.is_some_and(|f| f.patch.merge) => {
+                let mut l = original.clone();
+                merge_list(&mut l, pl, f)?;
+                l
+            }
+            (_, Some(Value::Array(pl))) => fresh_list(pl, item_ty)?,
+            (_, Some(_)) => {
+                return Err(format!("$setElementOrder/{field}: the patch is not a list"));
+            }
+            (Some(_), None) => original.clone(),
+            (None, None) => continue,
+        };
+        let (in_order, server_only): (Vec<Value>, Vec<Value>) = merged
+            .into_iter()
+            .partition(|i| index_of(order, i, key.as_deref()).is_some());
+        om.insert(
+            field.to_string(),
+            Value::Array(normalize_order(
+                in_order,
+                server_only,
+                order,
+                &original,
+                key.as_deref(),
+            )),
+        );
+        ordered.insert(field);
+    }
     for (k, v) in pm {
-        if k == "$patch" || k == "$retainKeys" {
+        if k == "$patch" || k == "$retainKeys" || k.starts_with("$setElementOrder/") {
             continue;
         }
-        if let Some(field) = k.strip_prefix("$setElementOrder/") {
-            orders.push((
-                field.to_string(),
-                v.as_array()
-                    .ok_or("$setElementOrder must be a list")?
-                    .clone(),
-            ));
+        if ordered.contains(k.as_str()) {
             continue;
         }
         if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
             let del = v
                 .as_array()
-                .ok_or("$deleteFromPrimitiveList must be a list")?;
+                .ok_or("invalid patch format of primitive list")?;
             if let Some(Value::Array(list)) = om.get_mut(field) {
-                list.retain(|x| !del.contains(x));
+                list.retain(|x| !del.iter().any(|d| fields::json_eq(d, x)));
             }
             continue;
         }
@@ -264,108 +272,250 @@ pub fn strategic_merge(orig: &mut Value, patch: &Value) -> Result<(), String> {
             om.remove(k);
             continue;
         }
+        let f = schema::field(ty, k);
         match (om.get_mut(k), v) {
             (Some(o @ Value::Object(_)), Value::Object(_)) => {
-                strategic_merge(o, v)?;
-                if o.is_null() {
-                    om.remove(k);
+                if f.is_some_and(|f| f.patch.replace) {
+                    let mut fresh = Value::Object(Map::new());
+                    strategic_merge(&mut fresh, v, f.map(|f| f.ty))?;
+                    *o = fresh;
+                } else {
+                    strategic_merge(o, v, f.map(|f| f.ty))?;
                 }
             }
-            (Some(Value::Array(ol)), Value::Array(pl)) => match merge_key(k, pl) {
-                Some(Some(key)) => merge_list_by_key(ol, pl, key)?,
-                Some(None) => {
-                    for item in pl {
-                        if !ol.contains(item) {
-                            ol.push(item.clone());
-                        }
-                    }
+            (Some(Value::Array(ol)), Value::Array(pl)) => {
+                if f.is_some_and(|f| f.patch.merge) {
+                    merge_list(ol, pl, f)?;
+                } else {
+                    *ol = fresh_list(pl, f.and_then(|f| f.ty.list()).map(|l| l.0))?;
                 }
-                None => *ol = strip_directives(pl),
-            },
+            }
             (_, Value::Array(pl)) => {
-                om.insert(k.clone(), Value::Array(strip_directives(pl)));
+                let l = fresh_list(pl, f.and_then(|f| f.ty.list()).map(|l| l.0))?;
+                om.insert(k.clone(), Value::Array(l));
             }
             (_, Value::Object(_)) => {
                 let mut fresh = Value::Object(Map::new());
-                strategic_merge(&mut fresh, v)?;
-                if !fresh.is_null() {
-                    om.insert(k.clone(), fresh);
-                }
+                strategic_merge(&mut fresh, v, f.map(|f| f.ty))?;
+                om.insert(k.clone(), fresh);
             }
             _ => {
                 om.insert(k.clone(), v.clone());
             }
         }
     }
-    for (field, order) in orders {
-        if let Some(Value::Array(list)) = om.get_mut(&field) {
-            let pos = |item: &Value| {
-                order.iter().position(|o| {
-                    o == item
-                        || o.as_object()
-                            .is_some_and(|om| om.iter().all(|(k, v)| item.get(k) == Some(v)))
-                })
-            };
-            list.sort_by_key(|i| pos(i).unwrap_or(usize::MAX));
-        }
-    }
     Ok(())
 }
 
-fn strip_directives(list: &[Value]) -> Vec<Value> {
-    list.iter()
-        .filter(|i| i.get("$patch").is_none())
-        .cloned()
-        .collect()
-}
-
-fn merge_list_by_key(orig: &mut Vec<Value>, patch: &[Value], key: &str) -> Result<(), String> {
-    if patch
+/// `$retainKeys`: keeps only the listed fields of the original; every field the patch sets
+/// must be listed.
+fn apply_retain_keys(
+    om: &mut Map<String, Value>,
+    pm: &Map<String, Value>,
+    retain: &Value,
+) -> Result<(), String> {
+    const BAD: &str = "invalid patch format of retainKeys";
+    let keys: Vec<&str> = retain
+        .as_array()
+        .ok_or(BAD)?
         .iter()
-        .any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace"))
-    {
-        *orig = strip_directives(patch);
-        return Ok(());
-    }
-    for p in patch {
-        let Some(kv) = p.get(key) else {
-            return Err(format!("map list item is missing the merge key {key:?}"));
-        };
-        let idx = orig.iter().position(|o| o.get(key) == Some(kv));
-        if p.get("$patch").and_then(Value::as_str) == Some("delete") {
-            if let Some(i) = idx {
-                orig.remove(i);
-            }
+        .map(|k| k.as_str().ok_or(BAD))
+        .collect::<Result<_, _>>()?;
+    for (k, v) in pm {
+        if v.is_null()
+            || k == "$patch"
+            || k == "$retainKeys"
+            || k.starts_with("$deleteFromPrimitiveList/")
+            || k.starts_with("$setElementOrder/")
+        {
             continue;
         }
-        match idx {
-            Some(i) => strategic_merge(&mut orig[i], p)?,
+        if !keys.contains(&k.as_str()) {
+            return Err(BAD.into());
+        }
+    }
+    om.retain(|k, _| keys.contains(&k.as_str()));
+    Ok(())
+}
+
+/// The merge key of a merging list field.
+fn list_merge_key(f: Option<FieldTy<'_>>) -> Option<String> {
+    f.filter(|f| f.patch.merge)
+        .and_then(|f| f.patch.merge_key.clone())
+}
+
+/// A list the patch introduces: directive items dropped, maps cleaned of directives.
+fn fresh_list(pl: &[Value], item_ty: Option<Ty<'_>>) -> Result<Vec<Value>, String> {
+    let mut out = Vec::with_capacity(pl.len());
+    for p in pl {
+        if p.get("$patch").is_some() {
+            continue;
+        }
+        if p.is_object() {
+            let mut fresh = Value::Object(Map::new());
+            strategic_merge(&mut fresh, p, item_ty)?;
+            out.push(fresh);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Position in `list` of the item with the same merge key value as `item` (or the same
+/// value, for primitives).
+fn index_of(list: &[Value], item: &Value, key: Option<&str>) -> Option<usize> {
+    match key {
+        Some(k) => {
+            let want = item.get(k)?;
+            list.iter()
+                .position(|x| x.get(k).is_some_and(|v| fields::json_eq(v, want)))
+        }
+        None => list.iter().position(|x| fields::json_eq(x, item)),
+    }
+}
+
+/// Upstream's `normalizeElementOrder`: patch items in `patch_order`, server-only items in
+/// `server_order`, interleaved by their positions in `server_order`.
+fn normalize_order(
+    mut patch_items: Vec<Value>,
+    mut server_only: Vec<Value>,
+    patch_order: &[Value],
+    server_order: &[Value],
+    key: Option<&str>,
+) -> Vec<Value> {
+    patch_items.sort_by_key(|i| index_of(patch_order, i, key).unwrap_or(usize::MAX));
+    server_only.sort_by_key(|i| index_of(server_order, i, key).unwrap_or(usize::MAX));
+    let mut out = Vec::with_capacity(patch_items.len() + server_only.len());
+    let (mut left, mut right) = (
+        server_only.into_iter().peekable(),
+        patch_items.into_iter().peekable(),
+    );
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!(
+                (index_of(server_order, l, key), index_of(server_order, r, key)),
+                (Some(li), Some(ri)) if li < ri
+            ),
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    out
+}
+
+/// Merges a patch list into a list of a field with the `merge` strategy.
+fn merge_list(
+    orig: &mut Vec<Value>,
+    patch: &[Value],
+    f: Option<FieldTy<'_>>,
+) -> Result<(), String> {
+    if orig.is_empty() && patch.is_empty() {
+        return Ok(());
+    }
+    let mut kind: Option<bool> = None; // Some(true): maps
+    for v in orig.iter().chain(patch) {
+        if v.is_array() {
+            return Err("lists of lists are not supported".into());
+        }
+        match kind {
+            None => kind = Some(v.is_object()),
+            Some(k) if k != v.is_object() => {
+                return Err("list element types are not identical".into());
+            }
+            _ => {}
+        }
+    }
+    if kind != Some(true) {
+        let original = orig.clone();
+        let mut merged: Vec<Value> = Vec::new();
+        for v in original.iter().chain(patch) {
+            if !merged.iter().any(|m| fields::json_eq(m, v)) {
+                merged.push(v.clone());
+            }
+        }
+        let (in_patch, server_only): (Vec<Value>, Vec<Value>) = merged
+            .into_iter()
+            .partition(|i| index_of(patch, i, None).is_some());
+        *orig = normalize_order(in_patch, server_only, patch, &original, None);
+        return Ok(());
+    }
+    let item_ty = f.and_then(|f| f.ty.list()).map(|l| l.0);
+    let Some(key) = list_merge_key(f) else {
+        return Err("cannot merge lists without merge key".into());
+    };
+    let no_key = |item: &Value| format!("map: {item} does not contain declared merge key: {key}");
+    // Directive items first.
+    let mut rest: Vec<&Value> = Vec::new();
+    let mut replace = false;
+    for p in patch {
+        match p.get("$patch") {
+            None => rest.push(p),
+            Some(Value::String(d)) if d == "delete" => {
+                let kv = p.get(&key).ok_or_else(|| no_key(p))?;
+                orig.retain(|o| !o.get(&key).is_some_and(|v| fields::json_eq(v, kv)));
+            }
+            Some(Value::String(d)) if d == "replace" => replace = true,
+            Some(Value::String(d)) if d == "merge" => {
+                return Err("merging lists cannot yet be specified in the patch".into());
+            }
+            Some(other) => return Err(format!("unknown patch type: {other} in map: {p}")),
+        }
+    }
+    if replace {
+        let mut l = Vec::with_capacity(rest.len());
+        for p in rest {
+            let mut fresh = Value::Object(Map::new());
+            strategic_merge(&mut fresh, p, item_ty)?;
+            l.push(fresh);
+        }
+        *orig = l;
+        return Ok(());
+    }
+    let original = orig.clone();
+    for p in &rest {
+        let kv = p.get(&key).ok_or_else(|| no_key(p))?;
+        match orig
+            .iter()
+            .position(|o| o.get(&key).is_some_and(|v| fields::json_eq(v, kv)))
+        {
+            Some(i) => strategic_merge(&mut orig[i], p, item_ty)?,
             None => {
                 let mut fresh = Value::Object(Map::new());
-                strategic_merge(&mut fresh, p)?;
+                strategic_merge(&mut fresh, p, item_ty)?;
                 orig.push(fresh);
             }
         }
     }
+    let patch_list: Vec<Value> = rest.into_iter().cloned().collect();
+    let merged = std::mem::take(orig);
+    let (in_patch, server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|i| index_of(&patch_list, i, Some(&key)).is_some());
+    *orig = normalize_order(in_patch, server_only, &patch_list, &original, Some(&key));
     Ok(())
 }
 
-/// Deep-merges an applied configuration into an object (maps recursively, keyed lists by key).
-fn apply_merge(orig: &mut Value, applied: &Value) {
+/// Merges an applied configuration into an object: maps recursively, map-lists by key,
+/// sets by value; atomic lists, structs and maps (and lists without a schema) are replaced.
+fn apply_merge(orig: &mut Value, applied: &Value, ty: Option<Ty<'_>>, atomic: bool) {
+    if atomic {
+        *orig = applied.clone();
+        return;
+    }
     match (orig, applied) {
         (Value::Object(om), Value::Object(am)) => {
             for (k, v) in am {
+                let f = schema::field(ty, k);
+                let (fty, fatomic) = (f.map(|f| f.ty), f.is_some_and(|f| f.is_atomic_object()));
                 match om.get_mut(k) {
-                    Some(o) if o.is_object() && v.is_object() => apply_merge(o, v),
-                    Some(Value::Array(ol)) if matches!(v, Value::Array(al) if fields::is_map_list(al) && fields::is_map_list(ol)) => {
+                    Some(o) if o.is_object() && v.is_object() => apply_merge(o, v, fty, fatomic),
+                    Some(Value::Array(ol)) if v.is_array() => {
                         if let Value::Array(al) = v {
-                            for item in al {
-                                let key = fields::item_key(item);
-                                match ol.iter_mut().find(|o| fields::item_key(o) == key) {
-                                    Some(o) => apply_merge(o, item),
-                                    None => ol.push(item.clone()),
-                                }
-                            }
+                            apply_merge_list(ol, al, fty);
                         }
                     }
                     _ => {
@@ -378,40 +528,55 @@ fn apply_merge(orig: &mut Value, applied: &Value) {
     }
 }
 
-fn remove_path(v: &mut Value, path: &[fields::Step]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut cur = v;
-    for step in parents {
-        let next = match (step, cur) {
-            (fields::Step::Field(f), Value::Object(m)) => m.get_mut(f),
-            (fields::Step::Key(k), Value::Array(items)) => items
-                .iter_mut()
-                .find(|i| fields::item_key(i).is_some_and(|ik| ik == fields::Step::Key(k.clone()))),
-            _ => None,
-        };
-        match next {
-            Some(n) => cur = n,
-            None => return,
+fn apply_merge_list(ol: &mut Vec<Value>, al: &[Value], ty: Option<Ty<'_>>) {
+    match ty.and_then(|t| t.list()) {
+        Some((item_ty, ListType::Map, keys)) => {
+            for item in al {
+                let key = fields::item_key(item, item_ty, keys);
+                let found = key.as_ref().and_then(|key| {
+                    ol.iter_mut()
+                        .find(|o| fields::item_key(o, item_ty, keys).as_ref() == Some(key))
+                });
+                match found {
+                    Some(o) => apply_merge(o, item, Some(item_ty), item_ty.is_atomic_object()),
+                    None => ol.push(item.clone()),
+                }
+            }
         }
-    }
-    match (last, cur) {
-        (fields::Step::Field(f), Value::Object(m)) => {
-            m.remove(f);
+        Some((_, ListType::Set, _)) => {
+            for item in al {
+                if !ol.iter().any(|o| fields::json_eq(o, item)) {
+                    ol.push(item.clone());
+                }
+            }
         }
-        (fields::Step::Key(k), Value::Array(items)) => {
-            items.retain(|i| {
-                fields::item_key(i).is_none_or(|ik| ik != fields::Step::Key(k.clone()))
-            });
-        }
-        (fields::Step::Value(s), Value::Array(items)) => {
-            items.retain(|i| serde_json::from_str::<Value>(s).ok().as_ref() != Some(i))
-        }
-        _ => {}
+        _ => *ol = al.to_vec(),
     }
 }
 
+/// `normalized` restricted to the fields present in `sent` (unknown fields stay dropped).
+fn only_sent(normalized: Value, sent: &Value) -> Value {
+    match (normalized, sent) {
+        (Value::Object(n), Value::Object(s)) => Value::Object(
+            n.into_iter()
+                .filter_map(|(k, v)| {
+                    let sv = s.get(&k)?;
+                    Some((k, only_sent(v, sv)))
+                })
+                .collect(),
+        ),
+        (Value::Array(n), Value::Array(s)) if n.len() == s.len() => Value::Array(
+            n.into_iter()
+                .zip(s)
+                .map(|(v, sv)| only_sent(v, sv))
+                .collect(),
+        ),
+        (n, _) => n,
+    }
+}
+
+/// A field path as kube-apiserver writes it in conflicts:
+/// `.spec.containers[name="web"].ports[containerPort=80,protocol="TCP"].name`.
 fn path_text(p: &Path) -> String {
     let mut s = String::new();
     for step in p {
@@ -420,13 +585,13 @@ fn path_text(p: &Path) -> String {
                 s.push('.');
                 s.push_str(f);
             }
-            fields::Step::Key(k) => s.push_str(&format!(
-                "[{}]",
-                k.trim_matches(|c| c == '{' || c == '}')
-                    .replace("\":", "=")
-                    .replace('"', "")
-            )),
-            fields::Step::Value(v) => s.push_str(&format!("[{v}]")),
+            fields::Step::Key(k) => {
+                let parts: Vec<String> = serde_json::from_str::<Map<String, Value>>(k)
+                    .map(|m| m.iter().map(|(n, v)| format!("{n}={v}")).collect())
+                    .unwrap_or_else(|_| vec![k.clone()]);
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
+            fields::Step::Value(v) => s.push_str(&format!("[={v}]")),
         }
     }
     s
@@ -468,8 +633,19 @@ fn apply(
     let manager = wo.field_manager.clone();
     let ns = t.namespace.as_deref().unwrap_or("").to_string();
     let applied = check_body(&t.def, applied, t.namespace.as_deref(), Some(name))?;
-    let applied = srv.normalize(&t.def, applied, &mut wo)?;
-    let mut applied_paths: BTreeSet<Path> = fields::paths_of(&applied);
+    let normalized = srv.normalize(&t.def, applied.clone(), &mut wo)?;
+    // The typed round trip fills required fields (an empty `selector`, say): the applier
+    // owns only what it sent.
+    let applied = only_sent(normalized, &applied);
+    let ty = schema::for_resource(&t.def, sub);
+    if let Some(msg) = fields::missing_key(&applied, ty, &mut String::new()) {
+        return Err(ApiError::bad_request(format!(
+            "failed to create typed patch object ({}, Kind={}): {msg}",
+            t.def.api_version(),
+            t.def.kind
+        )));
+    }
+    let mut applied_paths: BTreeSet<Path> = fields::paths_of(&applied, ty);
     if sub == Some("status") {
         applied_paths.retain(|p| p.first() == Some(&fields::Step::Field("status".into())));
     } else if t.def.has_status {
@@ -517,10 +693,14 @@ fn apply(
         }
         for p in &set {
             others.insert(p.clone());
-            if applied_paths.contains(p)
-                && fields::get_path(&current, p) != fields::get_path(&applied, p)
-                && !force
-            {
+            // A member with children (a list item, say) changes only when it is added; a
+            // leaf when its value does.
+            let changes = if fields::has_children(&applied_paths, p) {
+                fields::get_path(&current, p, ty).is_none()
+            } else {
+                fields::get_path(&current, p, ty) != fields::get_path(&applied, p, ty)
+            };
+            if applied_paths.contains(p) && changes && !force {
                 let mut msg = format!("conflict with \"{m}\"");
                 if let Some(s) = esub {
                     msg.push_str(&format!(" with subresource \"{s}\""));
@@ -567,7 +747,7 @@ fn apply(
     // Drop fields this manager applied before but no longer applies (unless others own them).
     for p in previously_mine.difference(&applied_paths) {
         if !others.contains(p) {
-            remove_path(&mut next, p);
+            fields::remove_path(&mut next, p, ty);
         }
     }
     let mut applied_body = applied.clone();
@@ -578,7 +758,7 @@ fn apply(
         m.remove("resourceVersion");
         m.remove("managedFields");
     }
-    apply_merge(&mut next, &applied_body);
+    apply_merge(&mut next, &applied_body, ty, false);
     wo.apply = Some((applied_paths, force));
     let (_, stored) = srv.update_object(&t.def, &ns, name, sub, next, &wo, false)?;
     let mut resp = h::encode(StatusCode::OK, &srv.present(&t.def, &stored), &Format::Json);
@@ -594,39 +774,209 @@ impl ResourceDef {
     }
 }
 
-/// Not used by handlers directly: exposed for unit tests of strategic merge.
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn ty(name: &str) -> Option<Ty<'static>> {
+        let t = schema::builtin_def(name);
+        assert!(t.is_some(), "{name}");
+        t
+    }
+
+    fn pod() -> Option<Ty<'static>> {
+        ty("io.k8s.api.core.v1.Pod")
+    }
+
+    fn deployment() -> Option<Ty<'static>> {
+        ty("io.k8s.api.apps.v1.Deployment")
+    }
+
+    fn names(v: &Value) -> Vec<&str> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap())
+            .collect()
+    }
+
     #[test]
     fn strategic_merges_containers_by_name() {
-        let mut orig = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}], "finalizers": ["f1"]}});
-        strategic_merge(&mut orig, &json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}})).unwrap();
-        assert_eq!(orig["spec"]["containers"].as_array().unwrap().len(), 3);
+        let mut orig = json!({"metadata": {"finalizers": ["f1"]}, "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
+        strategic_merge(&mut orig, &json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}}), pod()).unwrap();
+        // As upstream: patch items in patch order, interleaved with the others by position.
+        assert_eq!(names(&orig["spec"]["containers"]), ["a", "b", "c"]);
         assert_eq!(orig["spec"]["containers"][1]["image"], "z");
         strategic_merge(
             &mut orig,
             &json!({"spec": {"containers": [{"name": "a", "$patch": "delete"}]}}),
+            pod(),
         )
         .unwrap();
-        assert_eq!(orig["spec"]["containers"][0]["name"], "b");
+        assert_eq!(names(&orig["spec"]["containers"]), ["b", "c"]);
         strategic_merge(
             &mut orig,
             &json!({"spec": {"$setElementOrder/containers": [{"name": "c"}, {"name": "b"}]}}),
+            pod(),
         )
         .unwrap();
-        assert_eq!(orig["spec"]["containers"][0]["name"], "c");
+        assert_eq!(names(&orig["spec"]["containers"]), ["c", "b"]);
         strategic_merge(
             &mut orig,
-            &json!({"spec": {"finalizers": ["f2"], "$deleteFromPrimitiveList/finalizers": ["f1"]}}),
+            &json!({"metadata": {"finalizers": ["f2"], "$deleteFromPrimitiveList/finalizers": ["f1"]}}),
+            pod(),
         )
         .unwrap();
-        assert_eq!(orig["spec"]["finalizers"], json!(["f2"]));
-        strategic_merge(&mut orig, &json!({"spec": {"$patch": "replace", "x": 1}})).unwrap();
+        assert_eq!(orig["metadata"]["finalizers"], json!(["f2"]));
+        strategic_merge(
+            &mut orig,
+            &json!({"spec": {"containers": [{"name": "d", "image": "v"}, {"$patch": "replace"}]}}),
+            pod(),
+        )
+        .unwrap();
+        assert_eq!(names(&orig["spec"]["containers"]), ["d"]);
+        strategic_merge(
+            &mut orig,
+            &json!({"spec": {"$patch": "replace", "x": 1}}),
+            pod(),
+        )
+        .unwrap();
         assert_eq!(orig["spec"], json!({"x": 1}));
-        strategic_merge(&mut orig, &json!({"spec": {"$retainKeys": ["y"], "y": 2}})).unwrap();
+        strategic_merge(
+            &mut orig,
+            &json!({"spec": {"$retainKeys": ["y"], "y": 2}}),
+            pod(),
+        )
+        .unwrap();
         assert_eq!(orig["spec"], json!({"y": 2}));
-        assert!(strategic_merge(&mut orig, &json!({"spec": {"$retainKeys": "bad"}})).is_err());
+        assert!(
+            strategic_merge(&mut orig, &json!({"spec": {"$retainKeys": "bad"}}), pod()).is_err()
+        );
+        // A field the patch sets must be retained.
+        assert!(
+            strategic_merge(
+                &mut orig,
+                &json!({"spec": {"$retainKeys": ["y"], "z": 1}}),
+                pod()
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn new_items_come_first_as_upstream() {
+        let mut orig = json!({"spec": {"containers": [{"name": "web", "image": "x"}]}});
+        strategic_merge(
+            &mut orig,
+            &json!({"spec": {"containers": [{"name": "sidecar", "image": "y"}]}}),
+            pod(),
+        )
+        .unwrap();
+        assert_eq!(names(&orig["spec"]["containers"]), ["sidecar", "web"]);
+        let mut orig = json!({"metadata": {"finalizers": ["a"]}});
+        strategic_merge(
+            &mut orig,
+            &json!({"metadata": {"finalizers": ["b", "a"]}}),
+            pod(),
+        )
+        .unwrap();
+        assert_eq!(orig["metadata"]["finalizers"], json!(["b", "a"]));
+    }
+
+    #[test]
+    fn nested_lists_follow_the_schema() {
+        let mut d = json!({"spec": {"template": {"spec": {
+            "tolerations": [{"key": "a", "operator": "Exists"}],
+            "containers": [{"name": "web", "image": "x",
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 443}]}]}}}});
+        let patch = json!({"spec": {"template": {"spec": {
+            "tolerations": [{"key": "b", "operator": "Exists"}],
+            "containers": [{"name": "web",
+                "env": [{"name": "B", "value": "3"}],
+                "ports": [{"containerPort": 80, "name": "web"}]}]}}}});
+        strategic_merge(&mut d, &patch, deployment()).unwrap();
+        let pod = &d["spec"]["template"]["spec"];
+        let c = &pod["containers"][0];
+        assert_eq!(c["image"], "x");
+        assert_eq!(
+            c["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "3"}])
+        );
+        assert_eq!(
+            c["ports"],
+            json!([{"containerPort": 80, "name": "web"}, {"containerPort": 443}])
+        );
+        // No merge strategy: replaced.
+        assert_eq!(
+            pod["tolerations"],
+            json!([{"key": "b", "operator": "Exists"}])
+        );
+        // Without a schema, lists are replaced.
+        let mut d2 = json!({"spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
+        strategic_merge(
+            &mut d2,
+            &json!({"spec": {"template": {"spec": {"containers": [{"name": "b"}]}}}}),
+            None,
+        )
+        .unwrap();
+        assert_eq!(names(&d2["spec"]["template"]["spec"]["containers"]), ["b"]);
+    }
+
+    #[test]
+    fn service_ports_merge_by_port() {
+        let svc = ty("io.k8s.api.core.v1.Service");
+        let mut s =
+            json!({"spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}});
+        strategic_merge(
+            &mut s,
+            &json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}, {"port": 443}]}}),
+            svc,
+        )
+        .unwrap();
+        assert_eq!(
+            s["spec"]["ports"],
+            json!([{"port": 80, "targetPort": 9090, "protocol": "TCP"}, {"port": 443}])
+        );
+    }
+
+    #[test]
+    fn retain_keys_on_strategy_and_volumes() {
+        let mut d = json!({"spec": {"strategy": {"type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 1}}}});
+        strategic_merge(
+            &mut d,
+            &json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}}),
+            deployment(),
+        )
+        .unwrap();
+        assert_eq!(d["spec"]["strategy"], json!({"type": "Recreate"}));
+        let mut p = json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}}, {"name": "w", "emptyDir": {}}]}});
+        strategic_merge(
+            &mut p,
+            &json!({"spec": {"volumes": [{"name": "v", "$retainKeys": ["configMap", "name"],
+                "configMap": {"name": "cm"}}]}}),
+            pod(),
+        )
+        .unwrap();
+        assert_eq!(
+            p["spec"]["volumes"],
+            json!([{"name": "v", "configMap": {"name": "cm"}}, {"name": "w", "emptyDir": {}}])
+        );
+    }
+
+    #[test]
+    fn bad_directives_are_errors() {
+        let mut p = json!({"spec": {"containers": [{"name": "a"}]}});
+        for bad in [
+            json!({"spec": {"containers": [{"image": "no-name"}]}}),
+            json!({"spec": {"containers": [{"name": "a", "$patch": "bogus"}]}}),
+            json!({"spec": {"$patch": "bogus"}}),
+            json!({"spec": {"$setElementOrder/containers": "x"}}),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "x"}}),
+            json!({"spec": {"containers": [["nested"]]}}),
+        ] {
+            assert!(strategic_merge(&mut p, &bad, pod()).is_err(), "{bad}");
+        }
     }
 }

@@ -292,6 +292,14 @@ pub(super) static FIELD_EXTENSIONS: &[(&str, &str, &str)] = &[
     ("io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus", "conditions", r#"{"x-kubernetes-list-map-keys":["type"],"x-kubernetes-list-type":"map","x-kubernetes-patch-merge-key":"type","x-kubernetes-patch-strategy":"merge"}"#),
 ];
 
+/// Defaults kube-apiserver publishes (`+default=` markers) on fields that are list-map keys,
+/// so that server-side apply can key items that omit them (definition, property, JSON).
+#[rustfmt::skip]
+pub(super) static FIELD_DEFAULTS: &[(&str, &str, &str)] = &[
+    ("io.k8s.api.core.v1.ContainerPort", "protocol", r#""TCP""#),
+    ("io.k8s.api.core.v1.ServicePort", "protocol", r#""TCP""#),
+];
+
 /// Definitions marked `x-kubernetes-map-type: atomic` (`+structType=atomic`).
 #[rustfmt::skip]
 pub(super) static ATOMIC_STRUCTS: &[&str] = &[

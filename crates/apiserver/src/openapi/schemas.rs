@@ -2,7 +2,7 @@
 //! already carry the Kubernetes definition names), touched up with the extensions
 //! kube-apiserver publishes, and custom resources from their CRD's `openAPIV3Schema`.
 
-use super::k8s_ext::{ATOMIC_STRUCTS, FIELD_EXTENSIONS, KIND_REQUIRED};
+use super::k8s_ext::{ATOMIC_STRUCTS, FIELD_DEFAULTS, FIELD_EXTENSIONS, KIND_REQUIRED};
 use k8s_openapi::schemars::generate::SchemaSettings;
 use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
@@ -149,6 +149,17 @@ fn touch_up(schemas: &mut BTreeMap<String, Value>) {
         };
         if let Ok(Value::Object(ext)) = serde_json::from_str::<Value>(ext) {
             p.extend(ext);
+        }
+    }
+    for (def, prop, default) in FIELD_DEFAULTS {
+        if let Some(p) = schemas
+            .get_mut(*def)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(|p| p.get_mut(*prop))
+            .and_then(Value::as_object_mut)
+            && let Ok(d) = serde_json::from_str::<Value>(default)
+        {
+            p.insert("default".into(), d);
         }
     }
     for def in ATOMIC_STRUCTS {

@@ -1,0 +1,562 @@
+//! List and map semantics of object fields, taken from the API definitions: the OpenAPI
+//! schemas of the built-in types (with the `x-kubernetes-*` extensions kube-apiserver
+//! publishes) and the structural schemas of custom resources.
+//!
+//! Strategic merge patch reads the patch strategy and merge key of each field
+//! (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`); server-side apply and
+//! managedFields read the list type (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`,
+//! falling back to the patch strategy as structured-merge-diff does) and atomic structs and
+//! maps (`x-kubernetes-map-type: atomic`).
+//!
+//! Schemas are compiled once into an [`Index`]: an arena of type nodes in which `$ref`s are
+//! resolved to node ids. The built-in index is built lazily on first use; a custom resource
+//! version's index is built when first needed and kept with the CRD's schema data.
+
+use crate::registry::ResourceDef;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+const REF_PREFIX: &str = "#/components/schemas/";
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
+
+type NodeId = usize;
+
+/// How a list's items are identified (structured-merge-diff's element relationship).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListType {
+    /// The list is owned and replaced as a whole.
+    Atomic,
+    /// A set of scalars: items are identified by value (`v:<json>`).
+    Set,
+    /// A map-list: items are identified by their key fields (`k:{...}`).
+    Map,
+}
+
+/// The strategic merge patch metadata of a field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PatchMeta {
+    /// `merge` is among the strategies.
+    pub merge: bool,
+    /// `retainKeys` is among the strategies.
+    pub retain_keys: bool,
+    /// The strategy is `replace`.
+    pub replace: bool,
+    /// `x-kubernetes-patch-merge-key`.
+    pub merge_key: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Field {
+    node: NodeId,
+    patch: PatchMeta,
+    /// The property itself is marked `x-kubernetes-map-type: atomic`.
+    atomic: bool,
+    /// The property's `default`.
+    default: Option<Value>,
+}
+
+#[derive(Clone, Debug)]
+enum Node {
+    /// A struct (`properties`) and/or a map (`additionalProperties`).
+    Object {
+        fields: HashMap<String, Field>,
+        values: Option<NodeId>,
+        atomic: bool,
+    },
+    List {
+        items: NodeId,
+        list_type: ListType,
+        keys: Vec<String>,
+    },
+    Scalar,
+    /// No usable schema: lists are atomic, maps are walked without semantics.
+    Any,
+    /// A built-in definition referenced from another index (a custom resource's metadata).
+    Builtin(&'static str),
+    /// A placeholder while compiling.
+    Pending,
+}
+
+/// Compiled schemas.
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    nodes: Vec<Node>,
+    defs: HashMap<String, NodeId>,
+    root: Option<NodeId>,
+}
+
+/// A position in an index: the type of a value.
+#[derive(Clone, Copy, Debug)]
+pub struct Ty<'a> {
+    idx: &'a Index,
+    id: NodeId,
+}
+
+/// A field of a struct (or a value of a map) and its patch metadata.
+#[derive(Clone, Copy, Debug)]
+pub struct FieldTy<'a> {
+    /// The field's type.
+    pub ty: Ty<'a>,
+    /// Its patch strategy and merge key (default for map values and unknown fields).
+    pub patch: &'a PatchMeta,
+    atomic: bool,
+}
+
+static NO_PATCH: PatchMeta = PatchMeta {
+    merge: false,
+    retain_keys: false,
+    replace: false,
+    merge_key: None,
+};
+
+static BUILTIN: LazyLock<Index> = LazyLock::new(|| {
+    let defs = crate::openapi::builtin_definitions();
+    let mut idx = Index::default();
+    for name in defs.keys() {
+        let id = idx.push(Node::Pending);
+        idx.defs.insert(name.clone(), id);
+    }
+    for (name, schema) in defs {
+        let node = idx.compile_node(schema);
+        if let Some(&id) = idx.defs.get(name) {
+            idx.nodes[id] = node;
+        }
+    }
+    idx
+});
+
+/// The type of a resource's objects (or of its Scale view), when known.
+pub fn for_resource<'a>(def: &'a ResourceDef, sub: Option<&str>) -> Option<Ty<'a>> {
+    if sub == Some("scale") {
+        return builtin_def(SCALE);
+    }
+    if let Some(crd) = &def.crd {
+        return crd.type_index(&def.version).and_then(Index::root);
+    }
+    let name = crate::openapi::builtin_kind_definition(&def.group, &def.version, &def.kind)?;
+    builtin_def(name)
+}
+
+/// A built-in definition by name.
+pub fn builtin_def(name: &str) -> Option<Ty<'static>> {
+    let idx: &'static Index = &BUILTIN;
+    idx.defs.get(name).map(|&id| Ty { idx, id })
+}
+
+/// The list semantics structured-merge-diff derives from a list schema's extensions.
+fn list_semantics(s: &Value) -> (ListType, Vec<String>) {
+    let str_list = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => return (ListType::Set, vec![]),
+        Some("map") => {
+            let keys = str_list(s.get("x-kubernetes-list-map-keys"));
+            if keys.is_empty() {
+                return (ListType::Atomic, vec![]);
+            }
+            return (ListType::Map, keys);
+        }
+        Some(_) => return (ListType::Atomic, vec![]),
+        None => {}
+    }
+    // No list type: `merge` (with or without retainKeys) makes the list associative, keyed
+    // by the merge key, or a set without one.
+    match s.get("x-kubernetes-patch-strategy").and_then(Value::as_str) {
+        Some("merge" | "merge,retainKeys") => {
+            match s
+                .get("x-kubernetes-patch-merge-key")
+                .and_then(Value::as_str)
+            {
+                Some(k) => (ListType::Map, vec![k.to_string()]),
+                None => (ListType::Set, vec![]),
+            }
+        }
+        _ => (ListType::Atomic, vec![]),
+    }
+}
+
+fn patch_meta(s: &Value) -> PatchMeta {
+    let mut p = PatchMeta {
+        merge_key: s
+            .get("x-kubernetes-patch-merge-key")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        ..Default::default()
+    };
+    if let Some(strategy) = s.get("x-kubernetes-patch-strategy").and_then(Value::as_str) {
+        for part in strategy.split(',').map(str::trim) {
+            match part {
+                "merge" => p.merge = true,
+                "retainKeys" => p.retain_keys = true,
+                "replace" => p.replace = true,
+                _ => {}
+            }
+        }
+    }
+    p
+}
+
+fn type_is(s: &Value, t: &str) -> bool {
+    match s.get("type") {
+        Some(Value::String(x)) => x == t,
+        Some(Value::Array(a)) => a.iter().any(|x| x == t),
+        _ => false,
+    }
+}
+
+impl Index {
+    fn push(&mut self, n: Node) -> NodeId {
+        self.nodes.push(n);
+        self.nodes.len() - 1
+    }
+
+    /// Compiles a custom resource version's structural schema; `metadata` is ObjectMeta.
+    pub fn for_crd(schema: Option<&Value>) -> Self {
+        let mut idx = Index::default();
+        let root = match schema {
+            Some(s) => idx.compile(s),
+            None => idx.push(Node::Any),
+        };
+        let meta = idx.push(Node::Builtin(OBJECT_META));
+        match &mut idx.nodes[root] {
+            Node::Object { fields, .. } => {
+                fields.insert(
+                    "metadata".into(),
+                    Field {
+                        node: meta,
+                        patch: PatchMeta::default(),
+                        atomic: false,
+                        default: None,
+                    },
+                );
+            }
+            n @ Node::Any => {
+                let mut fields = HashMap::new();
+                fields.insert(
+                    "metadata".into(),
+                    Field {
+                        node: meta,
+                        patch: PatchMeta::default(),
+                        atomic: false,
+                        default: None,
+                    },
+                );
+                *n = Node::Object {
+                    fields,
+                    values: None,
+                    atomic: false,
+                };
+            }
+            _ => {}
+        }
+        idx.root = Some(root);
+        idx
+    }
+
+    /// The root type (custom resources).
+    pub fn root(&self) -> Option<Ty<'_>> {
+        self.root.map(|id| Ty { idx: self, id })
+    }
+
+    fn compile(&mut self, s: &Value) -> NodeId {
+        if let Some(id) = self.ref_target(s) {
+            return id;
+        }
+        let n = self.compile_node(s);
+        self.push(n)
+    }
+
+    /// A `$ref` (or a lone `allOf: [{$ref}]`) to a known definition.
+    fn ref_target(&self, s: &Value) -> Option<NodeId> {
+        let r = s.get("$ref").and_then(Value::as_str).or_else(|| {
+            s.get("allOf")
+                .and_then(Value::as_array)
+                .filter(|a| a.len() == 1)
+                .and_then(|a| a[0].get("$ref"))
+                .and_then(Value::as_str)
+        })?;
+        self.defs.get(r.strip_prefix(REF_PREFIX)?).copied()
+    }
+
+    fn compile_node(&mut self, s: &Value) -> Node {
+        if let Some(id) = self.ref_target(s) {
+            // A definition that is only a reference: share the target's node.
+            return self.nodes.get(id).cloned().unwrap_or(Node::Any);
+        }
+        if s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+            return Node::Scalar;
+        }
+        if type_is(s, "array") || s.get("items").is_some() {
+            let items = match s.get("items") {
+                Some(i) => self.compile(i),
+                None => self.push(Node::Any),
+            };
+            let (list_type, keys) = list_semantics(s);
+            return Node::List {
+                items,
+                list_type,
+                keys,
+            };
+        }
+        let props = s.get("properties").and_then(Value::as_object);
+        let addl = s.get("additionalProperties").filter(|a| a.is_object());
+        if type_is(s, "object") || props.is_some() || addl.is_some() {
+            let mut fields = HashMap::new();
+            for (name, ps) in props.into_iter().flatten() {
+                let node = self.compile(ps);
+                fields.insert(
+                    name.clone(),
+                    Field {
+                        node,
+                        patch: patch_meta(ps),
+                        atomic: ps.get("x-kubernetes-map-type").and_then(Value::as_str)
+                            == Some("atomic"),
+                        default: ps.get("default").cloned(),
+                    },
+                );
+            }
+            let values = addl.map(|a| self.compile(a));
+            return Node::Object {
+                fields,
+                values,
+                atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
+            };
+        }
+        if ["string", "integer", "number", "boolean"]
+            .iter()
+            .any(|t| type_is(s, t))
+        {
+            return Node::Scalar;
+        }
+        Node::Any
+    }
+}
+
+impl<'a> Ty<'a> {
+    fn node(self) -> (Ty<'a>, &'a Node) {
+        match &self.idx.nodes[self.id] {
+            Node::Builtin(name) => match builtin_def(name) {
+                Some(t) => (t, &t.idx.nodes[t.id]),
+                None => (self, &Node::Any),
+            },
+            n => (self, n),
+        }
+    }
+
+    /// A field of a struct, or a value of a map.
+    pub fn field(self, name: &str) -> Option<FieldTy<'a>> {
+        let (t, n) = self.node();
+        let Node::Object { fields, values, .. } = n else {
+            return None;
+        };
+        if let Some(f) = fields.get(name) {
+            return Some(FieldTy {
+                ty: Ty {
+                    idx: t.idx,
+                    id: f.node,
+                },
+                patch: &f.patch,
+                atomic: f.atomic,
+            });
+        }
+        values.map(|id| FieldTy {
+            ty: Ty { idx: t.idx, id },
+            patch: &NO_PATCH,
+            atomic: false,
+        })
+    }
+
+    /// The list's items and semantics, for a list type.
+    pub fn list(self) -> Option<(Ty<'a>, ListType, &'a [String])> {
+        let (t, n) = self.node();
+        match n {
+            Node::List {
+                items,
+                list_type,
+                keys,
+            } => Some((
+                Ty {
+                    idx: t.idx,
+                    id: *items,
+                },
+                *list_type,
+                keys,
+            )),
+            _ => None,
+        }
+    }
+
+    /// An atomic struct or map (`x-kubernetes-map-type: atomic`).
+    pub fn is_atomic_object(self) -> bool {
+        matches!(self.node().1, Node::Object { atomic: true, .. })
+    }
+
+    /// The default of a struct field (used for list-map keys an item omits).
+    pub fn field_default(self, name: &str) -> Option<&'a Value> {
+        match self.node().1 {
+            Node::Object { fields, .. } => fields.get(name)?.default.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl FieldTy<'_> {
+    /// The field is atomic: marked on the property or on its type.
+    pub fn is_atomic_object(&self) -> bool {
+        self.atomic || self.ty.is_atomic_object()
+    }
+}
+
+/// `field` on an optional type.
+pub fn field<'a>(ty: Option<Ty<'a>>, name: &str) -> Option<FieldTy<'a>> {
+    ty.and_then(|t| t.field(name))
+}
+
+/// Fills list-map key fields an item omits with their schema defaults (e.g. a container
+/// port's `protocol: TCP`), as kube-apiserver's defaulting does on every write.
+pub fn default_keys(v: &mut Value, ty: Option<Ty<'_>>) {
+    let Some(ty) = ty else { return };
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                if let Some(f) = ty.field(k) {
+                    default_keys(child, Some(f.ty));
+                }
+            }
+        }
+        Value::Array(items) => {
+            let Some((item_ty, list_type, keys)) = ty.list() else {
+                return;
+            };
+            for item in items.iter_mut() {
+                if list_type == ListType::Map
+                    && let Some(m) = item.as_object_mut()
+                {
+                    for k in keys {
+                        if !m.contains_key(k)
+                            && let Some(d) = item_ty.field_default(k)
+                        {
+                            m.insert(k.clone(), d.clone());
+                        }
+                    }
+                }
+                default_keys(item, Some(item_ty));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn path<'a>(mut t: Ty<'a>, steps: &[&str]) -> Ty<'a> {
+        for s in steps {
+            t = match t.field(s) {
+                Some(f) => f.ty,
+                None => t.list().map(|l| l.0).unwrap().field(s).unwrap().ty,
+            };
+        }
+        t
+    }
+
+    #[test]
+    fn builtin_lists_follow_references() {
+        let d = builtin_def("io.k8s.api.apps.v1.Deployment").unwrap();
+        let containers = path(d, &["spec", "template", "spec", "containers"]);
+        let (c, lt, keys) = containers.list().unwrap();
+        assert_eq!((lt, keys), (ListType::Map, &["name".to_string()][..]));
+        let env = c.field("env").unwrap();
+        assert!(env.patch.merge);
+        assert_eq!(env.patch.merge_key.as_deref(), Some("name"));
+        let (port, lt, keys) = c.field("ports").unwrap().ty.list().unwrap();
+        assert_eq!(lt, ListType::Map);
+        assert_eq!(keys, ["containerPort", "protocol"]);
+        assert_eq!(port.field_default("protocol"), Some(&json!("TCP")));
+        let tol = path(d, &["spec", "template", "spec"])
+            .field("tolerations")
+            .unwrap();
+        assert_eq!(tol.ty.list().unwrap().1, ListType::Atomic);
+        assert!(!tol.patch.merge);
+        let strategy = path(d, &["spec"]).field("strategy").unwrap();
+        assert!(strategy.patch.retain_keys && !strategy.patch.merge);
+        let fin = path(d, &["metadata"]).field("finalizers").unwrap();
+        assert_eq!(fin.ty.list().unwrap().1, ListType::Set);
+        assert!(fin.patch.merge && fin.patch.merge_key.is_none());
+        let sel = path(d, &["spec"]).field("selector").unwrap();
+        assert!(sel.is_atomic_object());
+        let svc = builtin_def("io.k8s.api.core.v1.Service").unwrap();
+        let ports = path(svc, &["spec"]).field("ports").unwrap();
+        assert_eq!(ports.patch.merge_key.as_deref(), Some("port"));
+        assert!(
+            path(svc, &["spec"])
+                .field("selector")
+                .unwrap()
+                .is_atomic_object()
+        );
+        // A map's values.
+        let labels = path(d, &["metadata", "labels"]);
+        assert!(labels.field("anything").is_some());
+    }
+
+    #[test]
+    fn merge_key_without_list_type_is_a_map_list() {
+        let s = json!({"type": "array", "items": {"type": "object"},
+            "x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": "k"});
+        assert_eq!(list_semantics(&s), (ListType::Map, vec!["k".into()]));
+        let s = json!({"type": "array", "items": {"type": "string"},
+            "x-kubernetes-patch-strategy": "merge"});
+        assert_eq!(list_semantics(&s).0, ListType::Set);
+        let s = json!({"type": "array", "items": {"type": "string"}});
+        assert_eq!(list_semantics(&s).0, ListType::Atomic);
+        let s = json!({"type": "array", "x-kubernetes-list-type": "atomic",
+            "x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": "type"});
+        assert_eq!(list_semantics(&s).0, ListType::Atomic);
+    }
+
+    #[test]
+    fn crd_schemas_compile_with_object_meta() {
+        let idx = Index::for_crd(Some(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "items": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["group", "name"],
+                    "items": {"type": "object", "properties": {
+                        "group": {"type": "string", "default": "g"},
+                        "name": {"type": "string"}}}},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}
+        })));
+        let root = idx.root().unwrap();
+        let spec = root.field("spec").unwrap().ty;
+        let (item, lt, keys) = spec.field("items").unwrap().ty.list().unwrap();
+        assert_eq!((lt, keys.len()), (ListType::Map, 2));
+        assert_eq!(item.field_default("group"), Some(&json!("g")));
+        assert_eq!(
+            spec.field("tags").unwrap().ty.list().unwrap().1,
+            ListType::Set
+        );
+        let fin = root
+            .field("metadata")
+            .unwrap()
+            .ty
+            .field("finalizers")
+            .unwrap();
+        assert_eq!(fin.ty.list().unwrap().1, ListType::Set);
+        let mut obj = json!({"spec": {"items": [{"name": "a"}]}});
+        default_keys(&mut obj, Some(root));
+        assert_eq!(obj["spec"]["items"][0]["group"], "g");
+    }
+}
