@@ -290,13 +290,10 @@ async fn start(
     timeout: Duration,
 ) -> Result<(Box<dyn Cache>, Guard), BenchError> {
     match args.variant {
-        Variant::Kubewright | Variant::KubewrightStrip => {
+        Variant::Kubewright | Variant::KubewrightKeep => {
             start_kubewright(args, counter, timeout).await
         }
         Variant::KubeRs | Variant::KubeRsStrip => start_kube_rs(args, counter, timeout).await,
-        Variant::KubewrightProto | Variant::KubewrightProtoSkip => {
-            start_proto(args, counter, timeout).await
-        }
     }
 }
 
@@ -311,7 +308,7 @@ async fn start_kubewright(
     let client = kubewright_client(args)?;
     let factory = SharedInformerFactory::new(client)
         .with_config(ReflectorConfig::default().page_size(args.page_size))
-        .strip_managed_fields(args.variant == Variant::KubewrightStrip);
+        .strip_managed_fields(args.variant != Variant::KubewrightKeep);
     let informer = factory.informer::<Pod>(InformerParams::default().namespace(&args.namespace));
     informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
     factory.start();
@@ -335,33 +332,6 @@ fn kubewright_client(args: &ChildArgs) -> Result<kubewright_client::Client, Benc
     config.qps = 0.0;
     kubewright_client::Client::new(config)
         .map_err(|e| BenchError::Child(format!("kubewright client: {e}")))
-}
-
-/// The prototype decoders (see `proto.rs`) under kubewright's unchanged informer.
-async fn start_proto(
-    args: &ChildArgs,
-    counter: Arc<Counter>,
-    timeout: Duration,
-) -> Result<(Box<dyn Cache>, Guard), BenchError> {
-    use kubewright_runtime::{HandlerFuncs, Informer, ReflectorConfig};
-    let client = kubewright_client(args)?;
-    let skip = args.variant == Variant::KubewrightProtoSkip;
-    let informer = Arc::new(Informer::new(
-        crate::proto::ProtoPods::new(client, &args.namespace, skip),
-        ReflectorConfig::default().page_size(args.page_size),
-    ));
-    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
-    informer.start();
-    let synced = tokio::time::timeout(timeout, informer.wait_for_sync()).await;
-    if !matches!(synced, Ok(true)) {
-        return Err(BenchError::Child(format!(
-            "prototype informer not synced after {timeout:?}"
-        )));
-    }
-    Ok((
-        Box::new(KubewrightCache(informer.store())),
-        Box::new(informer),
-    ))
 }
 
 async fn start_kube_rs(

@@ -36,7 +36,6 @@ mod child;
 mod load;
 mod pods;
 mod procfs;
-mod proto;
 mod replay;
 mod report;
 
@@ -79,49 +78,36 @@ pub enum BenchError {
 /// A library and its configuration under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Variant {
-    /// kubewright `SharedInformerFactory` informer, default settings.
+    /// kubewright `SharedInformerFactory` informer, default settings (`managedFields`
+    /// skipped while decoding).
     Kubewright,
-    /// The same with the `strip_managed_fields` transform.
-    KubewrightStrip,
+    /// The same with `strip_managed_fields(false)`: objects cached with `managedFields`.
+    KubewrightKeep,
     /// kube-rs `watcher` + `reflector`, default settings.
     KubeRs,
     /// The same with `.modify()` removing `managedFields` before the reflector.
     KubeRsStrip,
-    /// Prototype (opt-in): kubewright's informer with newline-framed watch decoding.
-    KubewrightProto,
-    /// Prototype (opt-in): newline-framed decoding and `managedFields` skipped while
-    /// decoding instead of stripped after.
-    KubewrightProtoSkip,
 }
 
 impl Variant {
     /// The variants run by default, in table order.
     pub const DEFAULT: [Variant; 4] = [
         Variant::Kubewright,
-        Variant::KubewrightStrip,
+        Variant::KubewrightKeep,
         Variant::KubeRs,
         Variant::KubeRsStrip,
     ];
 
-    /// Every variant, including the opt-in prototypes.
-    pub const ALL: [Variant; 6] = [
-        Variant::Kubewright,
-        Variant::KubewrightStrip,
-        Variant::KubeRs,
-        Variant::KubeRsStrip,
-        Variant::KubewrightProto,
-        Variant::KubewrightProtoSkip,
-    ];
+    /// Every variant.
+    pub const ALL: [Variant; 4] = Variant::DEFAULT;
 
     /// The name used on the command line and in the table.
     pub fn name(self) -> &'static str {
         match self {
             Variant::Kubewright => "kubewright",
-            Variant::KubewrightStrip => "kubewright+strip",
+            Variant::KubewrightKeep => "kubewright+managedFields",
             Variant::KubeRs => "kube-rs",
             Variant::KubeRsStrip => "kube-rs+strip",
-            Variant::KubewrightProto => "kubewright-proto",
-            Variant::KubewrightProtoSkip => "kubewright-proto+skip",
         }
     }
 
@@ -130,11 +116,11 @@ impl Variant {
         !matches!(self, Variant::KubeRs | Variant::KubeRsStrip)
     }
 
-    /// The kube-rs variant to compare a kubewright variant with (same transform).
+    /// The kube-rs variant that caches the same content as a kubewright variant.
     pub fn baseline(self) -> Option<Variant> {
         match self {
-            Variant::Kubewright | Variant::KubewrightProto => Some(Variant::KubeRs),
-            Variant::KubewrightStrip | Variant::KubewrightProtoSkip => Some(Variant::KubeRsStrip),
+            Variant::Kubewright => Some(Variant::KubeRsStrip),
+            Variant::KubewrightKeep => Some(Variant::KubeRs),
             Variant::KubeRs | Variant::KubeRsStrip => None,
         }
     }
@@ -298,9 +284,8 @@ pub struct BenchArgs {
     /// Number of watch events (pod updates) after the sync [default: 100000, quick: 10000].
     #[arg(long)]
     pub events: Option<usize>,
-    /// Library variants, comma-separated: kubewright, kubewright+strip, kube-rs,
-    /// kube-rs+strip, and the prototypes kubewright-proto, kubewright-proto+skip
-    /// [default: the first four].
+    /// Library variants, comma-separated: kubewright, kubewright+managedFields, kube-rs,
+    /// kube-rs+strip [default: all four].
     #[arg(long, value_delimiter = ',')]
     pub libs: Vec<String>,
     /// replay (recorded list + watch stream replayed to each child: client cost only),

@@ -301,17 +301,16 @@ impl fmt::Display for Report {
                     .iter()
                     .map(|r| if r.verified { "yes" } else { "NO" }.to_string()),
             )?;
-            // Same configuration first, then kubewright's stripping variants against
-            // kube-rs as configured by default.
+            // Same cached content first (kubewright's default skips managedFields, like
+            // kube-rs+strip), then both libraries with their default settings.
             let mut pairs: Vec<(Variant, Variant)> = variants
                 .iter()
                 .filter_map(|v| v.baseline().map(|b| (*v, b)))
                 .filter(|(_, b)| variants.contains(b))
                 .collect();
-            for v in [Variant::KubewrightStrip, Variant::KubewrightProtoSkip] {
-                if variants.contains(&v) && variants.contains(&Variant::KubeRs) {
-                    pairs.push((v, Variant::KubeRs));
-                }
+            let v = Variant::Kubewright;
+            if variants.contains(&v) && variants.contains(&Variant::KubeRs) {
+                pairs.push((v, Variant::KubeRs));
             }
             if pairs.is_empty() {
                 continue;

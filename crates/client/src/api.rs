@@ -2,6 +2,7 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::skip::WithoutManagedFields;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::autoscaling::v1::Scale;
 use kubewright_core::{
@@ -51,6 +52,7 @@ pub struct Api<K: Resource> {
     request: Request,
     dyntype: K::DynamicType,
     namespace: Option<String>,
+    skip_managed_fields: bool,
 }
 
 impl<K: Resource> Debug for Api<K> {
@@ -92,6 +94,7 @@ impl<K: Resource> Api<K> {
             client,
             dyntype: dt.clone(),
             namespace: None,
+            skip_managed_fields: false,
         }
     }
     /// One namespace, with explicit type information.
@@ -105,7 +108,30 @@ impl<K: Resource> Api<K> {
             client,
             dyntype: dt.clone(),
             namespace,
+            skip_managed_fields: false,
         }
+    }
+    /// Objects returned by this Api are decoded without `metadata.managedFields` (it
+    /// reads as `None`): less memory and CPU for caches and controllers that never read
+    /// field ownership. The member is skipped inside the JSON decoder, not decoded and
+    /// dropped. Writes are unaffected: the server keeps tracking ownership.
+    ///
+    /// ```no_run
+    /// # async fn run(client: kubewright_client::Client) -> Result<(), kubewright_client::Error> {
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// let pods = kubewright_client::Api::<Pod>::all(client).without_managed_fields();
+    /// for p in pods.list(&Default::default()).await? {
+    ///     assert!(p.metadata.managed_fields.is_none());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn without_managed_fields(mut self) -> Self {
+        self.skip_managed_fields = true;
+        self
+    }
+    /// Whether [`Api::without_managed_fields`] is on.
+    pub fn skips_managed_fields(&self) -> bool {
+        self.skip_managed_fields
     }
     /// The client.
     pub fn client(&self) -> &Client {
@@ -137,9 +163,51 @@ impl<K> Api<K>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
 {
+    /// Sends a request whose response is one `T` (an object of this type or its metadata).
+    async fn one<T: DeserializeOwned>(&self, req: http::Request<Vec<u8>>) -> Result<T> {
+        if self.skip_managed_fields {
+            let WithoutManagedFields(obj) = self.client.request(req).await?;
+            Ok(obj)
+        } else {
+            self.client.request(req).await
+        }
+    }
+
+    /// Sends a request whose response is a list of `T`.
+    async fn many<T: DeserializeOwned>(
+        &self,
+        req: http::Request<Vec<u8>>,
+    ) -> Result<ObjectList<T>> {
+        if self.skip_managed_fields {
+            let list: ObjectList<WithoutManagedFields<T>> = self.client.request(req).await?;
+            Ok(ObjectList {
+                metadata: list.metadata,
+                // In place: the wrapper is `repr(transparent)`.
+                items: list.items.into_iter().map(|w| w.0).collect(),
+            })
+        } else {
+            self.client.request(req).await
+        }
+    }
+
+    /// Streams the watch events of a request.
+    async fn events<T: DeserializeOwned + Send + 'static>(
+        &self,
+        req: http::Request<Vec<u8>>,
+    ) -> Result<impl Stream<Item = Result<WatchEvent<T>>> + Send + use<T, K>> {
+        let chunks = Box::pin(self.client.request_stream(req).await?);
+        Ok(if self.skip_managed_fields {
+            crate::watch::decode_events::<WithoutManagedFields<T>, _>(chunks)
+                .map(|ev| ev.map(|ev| ev.map(WithoutManagedFields::into_inner)))
+                .left_stream()
+        } else {
+            crate::watch::decode_events::<T, _>(chunks).right_stream()
+        })
+    }
+
     /// Gets an object (404 -> `Error::Api`).
     pub async fn get(&self, name: &str) -> Result<K> {
-        self.client.request(self.request.get(name, None)?).await
+        self.one(self.request.get(name, None)?).await
     }
 
     /// Gets an object, `None` when it does not exist.
@@ -153,7 +221,7 @@ where
 
     /// Lists one page (or everything when `limit` is unset).
     pub async fn list(&self, lp: &ListParams) -> Result<ObjectList<K>> {
-        self.client.request(self.request.list(lp)?).await
+        self.many(self.request.list(lp)?).await
     }
 
     /// Lists every object, following `continue` tokens page by page (`lp.limit` is the
@@ -175,14 +243,12 @@ where
 
     /// Creates an object.
     pub async fn create(&self, pp: &PostParams, obj: &K) -> Result<K> {
-        self.client.request(self.request.create(pp, obj)?).await
+        self.one(self.request.create(pp, obj)?).await
     }
 
     /// Replaces an object (PUT); `metadata.resourceVersion` makes it conditional.
     pub async fn replace(&self, name: &str, pp: &PostParams, obj: &K) -> Result<K> {
-        self.client
-            .request(self.request.replace(name, None, pp, obj)?)
-            .await
+        self.one(self.request.replace(name, None, pp, obj)?).await
     }
 
     /// Patches an object with any of the four patch kinds.
@@ -192,15 +258,13 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K> {
-        self.client
-            .request(self.request.patch(name, None, pp, patch)?)
-            .await
+        self.one(self.request.patch(name, None, pp, patch)?).await
     }
 
     /// Deletes an object.
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<DeleteResult<K>> {
         let v: serde_json::Value = self.client.request(self.request.delete(name, dp)?).await?;
-        decode_delete(v)
+        decode_delete(v, self.skip_managed_fields, false)
     }
 
     /// Deletes every object matching the list params; returns the deleted objects.
@@ -213,7 +277,7 @@ where
             .client
             .request(self.request.delete_collection(dp, lp)?)
             .await?;
-        decode_delete(v)
+        decode_delete(v, self.skip_managed_fields, true)
     }
 
     /// Watches from `resource_version` (`""` = current state as ADDED events, then
@@ -223,23 +287,16 @@ where
         wp: &WatchParams,
         resource_version: &str,
     ) -> Result<impl Stream<Item = Result<WatchEvent<K>>> + Send + use<K>> {
-        let chunks = self
-            .client
-            .request_stream(self.request.watch(wp, resource_version)?)
-            .await?;
-        Ok(crate::watch::decode_events::<K, _>(Box::pin(chunks)))
+        self.events(self.request.watch(wp, resource_version)?).await
     }
 
     /// Gets the object via `/status`.
     pub async fn get_status(&self, name: &str) -> Result<K> {
-        self.client
-            .request(self.request.get(name, Some("status"))?)
-            .await
+        self.one(self.request.get(name, Some("status"))?).await
     }
     /// Replaces `/status`.
     pub async fn replace_status(&self, name: &str, pp: &PostParams, obj: &K) -> Result<K> {
-        self.client
-            .request(self.request.replace(name, Some("status"), pp, obj)?)
+        self.one(self.request.replace(name, Some("status"), pp, obj)?)
             .await
     }
     /// Patches `/status`.
@@ -249,8 +306,7 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K> {
-        self.client
-            .request(self.request.patch(name, Some("status"), pp, patch)?)
+        self.one(self.request.patch(name, Some("status"), pp, patch)?)
             .await
     }
     /// Gets `/scale`.
@@ -284,7 +340,7 @@ where
             http::header::ACCEPT,
             http::HeaderValue::from_static(metadata_accept(false)),
         );
-        self.client.request(req).await
+        self.one(req).await
     }
     /// Lists only metadata.
     pub async fn list_metadata(
@@ -296,7 +352,7 @@ where
             http::header::ACCEPT,
             http::HeaderValue::from_static(metadata_accept(true)),
         );
-        self.client.request(req).await
+        self.many(req).await
     }
     /// Watches only metadata.
     pub async fn watch_metadata(
@@ -309,10 +365,7 @@ where
             http::header::ACCEPT,
             http::HeaderValue::from_static(metadata_accept(false)),
         );
-        let chunks = self.client.request_stream(req).await?;
-        Ok(crate::watch::decode_events::<PartialObjectMetadata, _>(
-            Box::pin(chunks),
-        ))
+        self.events(req).await
     }
 
     /// Collects a finite watch (one with a server timeout) into a Vec.
@@ -326,13 +379,31 @@ where
     }
 }
 
-fn decode_delete<T: DeserializeOwned>(v: serde_json::Value) -> Result<DeleteResult<T>> {
+fn decode_delete<T: DeserializeOwned>(
+    mut v: serde_json::Value,
+    skip_managed_fields: bool,
+    list: bool,
+) -> Result<DeleteResult<T>> {
     if v.get("kind").and_then(serde_json::Value::as_str) == Some("Status") {
         let s: Status = serde_json::from_value(v).map_err(|source| Error::Decode {
             what: "Status".into(),
             source,
         })?;
         return Ok(DeleteResult::Status(Box::new(s)));
+    }
+    if skip_managed_fields {
+        let objects = match v.get_mut("items") {
+            Some(serde_json::Value::Array(items)) if list => items.iter_mut().collect(),
+            _ => vec![&mut v],
+        };
+        for obj in objects {
+            if let Some(meta) = obj
+                .get_mut("metadata")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                meta.remove("managedFields");
+            }
+        }
     }
     serde_json::from_value(v)
         .map(DeleteResult::Object)

@@ -18,6 +18,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod limiter;
+pub mod skip;
 pub mod watch;
 
 pub use api::{Api, DeleteResult};
@@ -25,3 +26,4 @@ pub use client::{Client, RequestInfo, RequestObserver};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use kubewright_core as core;
+pub use skip::WithoutManagedFields;

@@ -1,81 +1,120 @@
 //! Incremental decoding of watch streams: JSON documents may span read boundaries.
 
 use crate::error::{Error, Result};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use kubewright_core::WatchEvent;
 use serde::de::DeserializeOwned;
+use std::collections::VecDeque;
 
 /// Largest event accepted (a guard against a server that never ends a document).
 const MAX_EVENT: usize = 64 * 1024 * 1024;
 
 /// Decodes a stream of byte chunks into watch events.
 ///
-/// A stream that ends in the middle of a document yields one [`Error::Stream`] and ends.
+/// The API server writes one event per line, so events are framed by newlines and each
+/// is decoded exactly once, when its line is complete (an event split over many reads is
+/// not re-parsed after every read). Several documents on one line, and a last document
+/// without a newline, are accepted too. A stream that ends in the middle of a document
+/// yields one [`Error::Stream`] and ends.
 pub fn decode_events<K, S>(chunks: S) -> impl Stream<Item = Result<WatchEvent<K>>> + Send
 where
     K: DeserializeOwned + Send + 'static,
     S: Stream<Item = Result<Bytes>> + Send + Unpin + 'static,
 {
-    futures::stream::unfold(
-        (chunks, BytesMut::new(), false),
-        |(mut chunks, mut buf, done)| async move {
-            if done {
+    let state = Framer {
+        chunks,
+        buf: BytesMut::new(),
+        scanned: 0,
+        pending: VecDeque::new(),
+        done: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(ev) = st.pending.pop_front() {
+                if ev.is_err() {
+                    st.done = true;
+                    st.pending.clear();
+                }
+                return Some((ev, st));
+            }
+            if st.done {
                 return None;
             }
-            loop {
-                // Try to decode one complete document from the buffer.
-                let start = buf
-                    .iter()
-                    .position(|b| !b.is_ascii_whitespace())
-                    .unwrap_or(buf.len());
-                buf.advance(start);
-                if !buf.is_empty() {
-                    let mut it =
-                        serde_json::Deserializer::from_slice(&buf).into_iter::<WatchEvent<K>>();
-                    match it.next() {
-                        Some(Ok(ev)) => {
-                            let used = it.byte_offset();
-                            buf.advance(used);
-                            return Some((Ok(ev), (chunks, buf, false)));
-                        }
-                        Some(Err(e)) if e.is_eof() => {}
-                        Some(Err(e)) => {
-                            return Some((
-                                Err(Error::Stream(format!("malformed watch event: {e}"))),
-                                (chunks, buf, true),
-                            ));
-                        }
-                        None => {}
-                    }
-                    if buf.len() > MAX_EVENT {
-                        return Some((
-                            Err(Error::Stream(format!(
-                                "watch event larger than {MAX_EVENT} bytes"
-                            ))),
-                            (chunks, buf, true),
-                        ));
-                    }
+            if let Some(nl) = memchr::memchr(b'\n', &st.buf[st.scanned..]) {
+                let line = st.buf.split_to(st.scanned + nl + 1);
+                st.scanned = 0;
+                if let Some(tail) = decode_line(&line, &mut st.pending) {
+                    // A document spanning lines (pretty-printed): wait for the rest.
+                    let mut rest = BytesMut::from(&line[tail..]);
+                    st.scanned = rest.len();
+                    rest.extend_from_slice(&st.buf);
+                    st.buf = rest;
                 }
-                match chunks.next().await {
-                    Some(Ok(bytes)) => buf.extend_from_slice(&bytes),
-                    Some(Err(e)) => return Some((Err(e), (chunks, buf, true))),
-                    None => {
-                        if buf.iter().all(u8::is_ascii_whitespace) {
-                            return None;
-                        }
-                        return Some((
-                            Err(Error::Stream(format!(
-                                "watch stream ended in the middle of an event ({} bytes pending)",
-                                buf.len()
-                            ))),
-                            (chunks, buf, true),
-                        ));
+                continue;
+            }
+            st.scanned = st.buf.len();
+            if st.buf.len() > MAX_EVENT {
+                st.done = true;
+                return Some((
+                    Err(Error::Stream(format!(
+                        "watch event larger than {MAX_EVENT} bytes"
+                    ))),
+                    st,
+                ));
+            }
+            match st.chunks.next().await {
+                Some(Ok(bytes)) => st.buf.extend_from_slice(&bytes),
+                Some(Err(e)) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+                None => {
+                    st.done = true;
+                    let rest = st.buf.split();
+                    if rest.iter().all(u8::is_ascii_whitespace) {
+                        return None;
+                    }
+                    if let Some(tail) = decode_line(&rest, &mut st.pending) {
+                        st.pending.push_back(Err(Error::Stream(format!(
+                            "watch stream ended in the middle of an event ({} bytes pending)",
+                            rest.len() - tail
+                        ))));
                     }
                 }
             }
-        },
-    )
+        }
+    })
+}
+
+struct Framer<S, K> {
+    chunks: S,
+    buf: BytesMut,
+    /// Bytes of `buf` already searched for a newline.
+    scanned: usize,
+    /// Decoded events of the last line, not yet yielded.
+    pending: VecDeque<Result<WatchEvent<K>>>,
+    done: bool,
+}
+
+/// Decodes the documents of one line (normally exactly one) into `out`. Returns the
+/// offset of a last document that the line leaves incomplete.
+fn decode_line<K: DeserializeOwned>(
+    line: &[u8],
+    out: &mut VecDeque<Result<WatchEvent<K>>>,
+) -> Option<usize> {
+    let mut docs = serde_json::Deserializer::from_slice(line).into_iter::<WatchEvent<K>>();
+    loop {
+        let start = docs.byte_offset();
+        match docs.next()? {
+            Ok(ev) => out.push_back(Ok(ev)),
+            Err(e) if e.is_eof() => return Some(start),
+            Err(e) => {
+                out.push_back(Err(Error::Stream(format!("malformed watch event: {e}"))));
+                return None;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -126,6 +165,21 @@ mod tests {
                 }
             }
             assert!(matches!(out[5], Ok(WatchEvent::Bookmark(_))));
+        }
+    }
+
+    #[tokio::test]
+    async fn documents_spanning_lines_or_sharing_one_are_decoded() {
+        let one = r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}}"#;
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(one).unwrap())
+                .unwrap();
+        assert!(pretty.lines().count() > 3);
+        let text = format!("{one}{one}\n{pretty}\n\n{one}");
+        for sizes in [vec![1], vec![3, 17], vec![100_000]] {
+            let out = decode_split(&text, &sizes).await;
+            assert_eq!(out.len(), 4, "{sizes:?}: {out:?}");
+            assert!(out.iter().all(|e| matches!(e, Ok(WatchEvent::Added(_)))));
         }
     }
 

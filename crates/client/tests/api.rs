@@ -592,3 +592,91 @@ async fn json_patch_test_of_a_missing_path_against_null_passes() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn without_managed_fields_decodes_objects_without_field_ownership() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let lean = api.clone().without_managed_fields();
+    assert!(lean.skips_managed_fields() && !api.skips_managed_fields());
+
+    // Every write records managedFields on the server; the lean Api never decodes them.
+    let created = lean
+        .create(
+            &PostParams::default(),
+            &cm("lean", &[("t", "lean")], &[("a", "1")]),
+        )
+        .await
+        .unwrap();
+    assert!(created.metadata.managed_fields.is_none());
+    assert!(
+        api.get("lean")
+            .await
+            .unwrap()
+            .metadata
+            .managed_fields
+            .is_some()
+    );
+    let got = lean.get("lean").await.unwrap();
+    assert!(got.metadata.managed_fields.is_none());
+    assert_eq!(got.data.as_ref().unwrap()["a"], "1");
+
+    // A read-modify-write through the lean Api keeps the server's ownership records.
+    let mut changed = got.clone();
+    changed
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("b".into(), "2".into());
+    let replaced = lean
+        .replace("lean", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert!(replaced.metadata.managed_fields.is_none());
+    let full = api.get("lean").await.unwrap();
+    assert!(!full.metadata.managed_fields.unwrap().is_empty());
+
+    let lp = ListParams::default().labels("t=lean");
+    let list = lean.list(&lp).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert!(list.items[0].metadata.managed_fields.is_none());
+    let metas = lean.list_metadata(&lp).await.unwrap();
+    assert!(metas.items[0].metadata.managed_fields.is_none());
+    assert!(
+        api.list_metadata(&lp).await.unwrap().items[0]
+            .metadata
+            .managed_fields
+            .is_some()
+    );
+
+    let rv = list.metadata.resource_version.clone().unwrap();
+    let mut events = Box::pin(
+        lean.watch(&WatchParams::default().labels("t=lean"), &rv)
+            .await
+            .unwrap(),
+    );
+    lean.patch(
+        "lean",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"c": "3"}})),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match ev {
+        WatchEvent::Modified(cm) => {
+            assert!(cm.metadata.managed_fields.is_none());
+            assert_eq!(cm.data.unwrap()["c"], "3");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    match lean.delete("lean", &DeleteParams::default()).await.unwrap() {
+        DeleteResult::Object(cm) => assert!(cm.metadata.managed_fields.is_none()),
+        DeleteResult::Status(_) => {}
+    }
+}

@@ -42,6 +42,19 @@ pub struct BookmarkMeta {
 /// The annotation that marks the end of a streaming list's initial events.
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
+impl<K> WatchEvent<K> {
+    /// Converts the object of an ADDED, MODIFIED or DELETED event.
+    pub fn map<U>(self, f: impl FnOnce(K) -> U) -> WatchEvent<U> {
+        match self {
+            WatchEvent::Added(k) => WatchEvent::Added(f(k)),
+            WatchEvent::Modified(k) => WatchEvent::Modified(f(k)),
+            WatchEvent::Deleted(k) => WatchEvent::Deleted(f(k)),
+            WatchEvent::Bookmark(b) => WatchEvent::Bookmark(b),
+            WatchEvent::Error(s) => WatchEvent::Error(s),
+        }
+    }
+}
+
 impl Bookmark {
     /// Whether this bookmark ends the initial events of a streaming list.
     pub fn is_initial_events_end(&self) -> bool {

@@ -6,13 +6,18 @@
 //! (Rust type, group/version/resource, namespace, label selector, field selector), so
 //! a typed, a dynamic and a metadata-only informer of the same resource are distinct.
 //!
+//! Cached objects have no `metadata.managedFields` by default (it is skipped while
+//! decoding: about half the memory and CPU of a typical cache); call
+//! [`SharedInformerFactory::strip_managed_fields`]`(false)` to keep it. Writes are
+//! unaffected: an update without managedFields leaves the server's records as they are.
+//!
 //! ```no_run
 //! # async fn run(client: kubewright_client::Client) {
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 //! use kubewright_runtime::factory::{InformerParams, SharedInformerFactory};
 //!
-//! let factory = SharedInformerFactory::new(client).strip_managed_fields(true);
+//! let factory = SharedInformerFactory::new(client);
 //! let pods = factory.informer::<Pod>(InformerParams::default().namespace("apps"));
 //! let cms = factory.informer::<ConfigMap>(InformerParams::default().labels("app=web"));
 //! factory.start();
@@ -23,7 +28,7 @@
 //! ```
 
 use crate::informer::Informer;
-use crate::reflector::{ListWatch, MetadataOnly, ReflectorConfig, strip_managed_fields};
+use crate::reflector::{ListWatch, MetadataOnly, ReflectorConfig};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kubewright_client::{Api, Client};
@@ -152,12 +157,13 @@ impl Drop for SharedInformerFactory {
 }
 
 impl SharedInformerFactory {
-    /// A factory whose informers use [`ReflectorConfig::default`].
+    /// A factory whose informers use [`ReflectorConfig::default`] and cache objects
+    /// without `managedFields`.
     pub fn new(client: Client) -> Self {
         Self {
             client,
             defaults: ReflectorConfig::default(),
-            strip_managed_fields: false,
+            strip_managed_fields: true,
             informers: Mutex::new(HashMap::new()),
             started: AtomicBool::new(false),
             cancel: CancellationToken::new(),
@@ -173,7 +179,11 @@ impl SharedInformerFactory {
         self
     }
 
-    /// Drop `metadata.managedFields` from every cached object (less memory).
+    /// Whether cached objects drop `metadata.managedFields` (often a third to a half of
+    /// an object); on by default. It is skipped while decoding
+    /// ([`Api::without_managed_fields`]), so it costs neither memory nor allocation
+    /// churn. Turn it off for tools that read field ownership from the cache. Informers
+    /// created before this call keep their setting.
     #[must_use]
     pub fn strip_managed_fields(mut self, on: bool) -> Self {
         self.strip_managed_fields = on;
@@ -207,10 +217,15 @@ impl SharedInformerFactory {
             gvr_key(&K::group(dt), &K::version(dt), &K::plural(dt)),
             K::scope(dt),
             params,
-            move |ns| -> Arc<dyn ListWatch<K>> {
-                Arc::new(match ns {
+            move |ns, skip| -> Arc<dyn ListWatch<K>> {
+                let api = match ns {
                     Some(ns) => Api::<K>::namespaced_with(client, ns, &dt2),
                     None => Api::<K>::all_with(client, &dt2),
+                };
+                Arc::new(if skip {
+                    api.without_managed_fields()
+                } else {
+                    api
                 })
             },
         )
@@ -238,10 +253,15 @@ impl SharedInformerFactory {
             gvr_key(&resource.group, &resource.version, &resource.plural),
             resource.scope,
             params,
-            move |ns| -> Arc<dyn ListWatch<PartialObjectMetadata>> {
-                Arc::new(MetadataOnly(match ns {
+            move |ns, skip| -> Arc<dyn ListWatch<PartialObjectMetadata>> {
+                let api = match ns {
                     Some(ns) => Api::<DynamicObject>::namespaced_with(client, ns, &ar),
                     None => Api::<DynamicObject>::all_with(client, &ar),
+                };
+                Arc::new(MetadataOnly(if skip {
+                    api.without_managed_fields()
+                } else {
+                    api
                 }))
             },
         )
@@ -253,7 +273,7 @@ impl SharedInformerFactory {
         gvr: String,
         scope: Scope,
         params: InformerParams,
-        make: impl FnOnce(Option<&str>) -> Arc<dyn ListWatch<K>>,
+        make: impl FnOnce(Option<&str>, bool) -> Arc<dyn ListWatch<K>>,
     ) -> Arc<Informer<K>>
     where
         K: Resource + Send + Sync + 'static,
@@ -278,15 +298,11 @@ impl SharedInformerFactory {
         let mut config = self.defaults.clone();
         config.label_selector = key.label_selector.clone();
         config.field_selector = key.field_selector.clone();
-        let mut informer = Informer::build(
-            make(key.namespace.as_deref()),
+        let informer = Arc::new(Informer::build(
+            make(key.namespace.as_deref(), self.strip_managed_fields),
             config,
             self.cancel.child_token(),
-        );
-        if self.strip_managed_fields {
-            informer = informer.with_transform(strip_managed_fields);
-        }
-        let informer = Arc::new(informer);
+        ));
         if self.started.load(Ordering::Acquire) {
             informer.start();
         }

@@ -155,7 +155,8 @@ where
 }
 
 /// Removes `metadata.managedFields`, usually the largest part of a decoded object: a
-/// transform for [`Reflector::with_transform`] and informers.
+/// transform for [`Reflector::with_transform`] and informers. With an [`Api`] source,
+/// [`Api::without_managed_fields`] is cheaper: it never decodes the field at all.
 pub fn strip_managed_fields<K: Resource>(mut obj: K) -> K {
     obj.meta_mut().managed_fields = None;
     obj
