@@ -132,6 +132,10 @@ pub struct ChildResult {
     pub gen_sum: u64,
     /// Whether the cache held exactly the expected state at the end.
     pub verified: bool,
+    /// Largest number of notifications queued for the event handler, sampled every few
+    /// milliseconds during the events (kubewright only: kube-rs has no handler queue).
+    #[serde(default)]
+    pub max_handler_backlog: Option<u64>,
 }
 
 impl ChildResult {
@@ -244,9 +248,12 @@ impl Counter {
 }
 
 /// The cache under test, behind a uniform interface.
-trait Cache {
+trait Cache: Send + Sync {
     fn len(&self) -> usize;
     fn gen_sum(&self) -> u64;
+    fn backlog(&self) -> Option<usize> {
+        None
+    }
 }
 
 fn gen_of(pod: &Pod) -> u64 {
@@ -258,14 +265,17 @@ fn gen_of(pod: &Pod) -> u64 {
         .unwrap_or(0)
 }
 
-struct KubewrightCache(kubewright_runtime::Store<Pod>);
+struct KubewrightCache(Arc<kubewright_runtime::Informer<Pod>>);
 
 impl Cache for KubewrightCache {
     fn len(&self) -> usize {
-        self.0.len()
+        self.0.store().len()
     }
     fn gen_sum(&self) -> u64 {
-        self.0.list().iter().map(|p| gen_of(p)).sum()
+        self.0.store().list().iter().map(|p| gen_of(p)).sum()
+    }
+    fn backlog(&self) -> Option<usize> {
+        Some(self.0.max_handler_backlog())
     }
 }
 
@@ -316,9 +326,8 @@ async fn start_kubewright(
         .wait_for_cache_sync(timeout)
         .await
         .map_err(|e| BenchError::Child(format!("kubewright informer: {e}")))?;
-    let store = informer.store();
     Ok((
-        Box::new(KubewrightCache(store)),
+        Box::new(KubewrightCache(informer.clone())),
         Box::new((factory, informer)),
     ))
 }
@@ -401,6 +410,7 @@ pub async fn run_child(args: ChildArgs) -> Result<(), BenchError> {
     let cpu0 = procfs::cpu_seconds();
     let t0 = Instant::now();
     let (cache, guard) = start(&args, counter.clone(), timeout).await?;
+    let cache: Arc<dyn Cache> = Arc::from(cache);
     // Synced means the initial list is in the cache; wait for the count to be sure.
     let deadline = Instant::now() + timeout;
     while cache.len() < args.pods {
@@ -427,7 +437,22 @@ pub async fn run_child(args: ChildArgs) -> Result<(), BenchError> {
     };
     emit("synced", &sync)?;
 
+    let sampler = cache.backlog().is_some().then(|| {
+        let cache = cache.clone();
+        let max = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = max.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                if let Some(b) = cache.backlog() {
+                    seen.fetch_max(b, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        (AbortOnDrop(task), max)
+    });
     counter.wait(timeout).await?;
+    let max_handler_backlog = sampler.map(|(_task, max)| max.load(Ordering::Relaxed) as u64);
     let (first, last) = match (counter.first.get(), counter.last.get()) {
         (Some(f), Some(l)) => (*f, *l),
         _ => ((Instant::now(), 0.0), (Instant::now(), 0.0)),
@@ -450,6 +475,7 @@ pub async fn run_child(args: ChildArgs) -> Result<(), BenchError> {
         peak_rss: procfs::peak_rss(),
         gen_sum,
         verified: gen_sum == args.expect_gen_sum && cache.len() == args.pods,
+        max_handler_backlog,
     };
     emit("done", &result)?;
     drop(guard);

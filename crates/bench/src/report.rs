@@ -68,6 +68,10 @@ pub(crate) fn median(runs: &[ChildResult]) -> ChildResult {
         peak_rss: median_of(runs, |r| r.peak_rss),
         gen_sum: median_of(runs, |r| r.gen_sum),
         verified: runs.iter().all(|r| r.verified),
+        max_handler_backlog: runs
+            .iter()
+            .all(|r| r.max_handler_backlog.is_some())
+            .then(|| median_of(runs, |r| r.max_handler_backlog.unwrap_or(0))),
     }
 }
 
@@ -292,6 +296,15 @@ impl fmt::Display for Report {
                 results
                     .iter()
                     .map(|r| format!("{:.1} us", r.cpu_us_per_event())),
+            )?;
+            row(
+                f,
+                w,
+                "max handler backlog",
+                results.iter().map(|r| match r.max_handler_backlog {
+                    Some(b) => b.to_string(),
+                    None => "-".into(),
+                }),
             )?;
             row(
                 f,

@@ -64,7 +64,7 @@ use crate::store::{Delta, Lister, Store, StoreError};
 use kubewright_core::Resource;
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -221,6 +221,8 @@ impl<K> Notification<K> {
 struct Slot<K> {
     id: u64,
     tx: mpsc::UnboundedSender<Notification<K>>,
+    /// Notifications queued for (or being processed by) the handler.
+    backlog: Arc<AtomicUsize>,
     /// Whether the Synced marker was queued.
     marked: bool,
 }
@@ -239,7 +241,10 @@ impl<K> Dispatcher<K> {
         }
         self.handlers
             .retain(|h| match Notification::from_delta(delta) {
-                Some(n) => h.tx.send(n).is_ok(),
+                Some(n) => {
+                    h.backlog.fetch_add(1, Ordering::Relaxed);
+                    h.tx.send(n).is_ok()
+                }
                 None => true,
             });
     }
@@ -249,6 +254,7 @@ impl<K> Dispatcher<K> {
         for h in &mut self.handlers {
             if !h.marked {
                 h.marked = true;
+                h.backlog.fetch_add(1, Ordering::Relaxed);
                 let _ = h.tx.send(Notification::Synced);
             }
         }
@@ -325,6 +331,7 @@ async fn run_handler<K, H>(
     mut handler: H,
     mut rx: mpsc::UnboundedReceiver<Notification<K>>,
     synced: Arc<AtomicBool>,
+    backlog: Arc<AtomicUsize>,
     cancel: CancellationToken,
 ) where
     K: Send + Sync + 'static,
@@ -350,6 +357,7 @@ async fn run_handler<K, H>(
             () = cancel.cancelled() => return,
             () = call => {}
         }
+        backlog.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -360,6 +368,7 @@ async fn run_handler<K, H>(
 pub struct HandlerRegistration {
     id: u64,
     synced: Arc<AtomicBool>,
+    backlog: Arc<AtomicUsize>,
     cancel: CancellationToken,
 }
 
@@ -373,6 +382,13 @@ impl HandlerRegistration {
     /// or the store's contents when it was added after the informer synced).
     pub fn has_synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
+    }
+
+    /// Notifications queued for this handler, including the one it is processing: how
+    /// far it lags behind the informer. Each holds its objects (`Arc`s), so a large
+    /// backlog also means memory held.
+    pub fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
     }
 }
 
@@ -569,25 +585,44 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
     pub fn add_handler<H: EventHandler<K>>(&self, handler: H) -> HandlerRegistration {
         let (tx, rx) = mpsc::unbounded_channel();
         let synced = Arc::new(AtomicBool::new(false));
+        let backlog = Arc::new(AtomicUsize::new(0));
         let cancel = self.cancel.child_token();
         let id = {
             let mut d = self.shared.dispatcher();
             let id = d.next_id;
             d.next_id += 1;
             for obj in self.shared.store.list() {
+                backlog.fetch_add(1, Ordering::Relaxed);
                 let _ = tx.send(Notification::Add(obj));
             }
             if d.synced {
+                backlog.fetch_add(1, Ordering::Relaxed);
                 let _ = tx.send(Notification::Synced);
             }
             if !d.closed {
                 let marked = d.synced;
-                d.handlers.push(Slot { id, tx, marked });
+                d.handlers.push(Slot {
+                    id,
+                    tx,
+                    backlog: backlog.clone(),
+                    marked,
+                });
             }
             id
         };
-        tokio::spawn(run_handler(handler, rx, synced.clone(), cancel.clone()));
-        HandlerRegistration { id, synced, cancel }
+        tokio::spawn(run_handler(
+            handler,
+            rx,
+            synced.clone(),
+            backlog.clone(),
+            cancel.clone(),
+        ));
+        HandlerRegistration {
+            id,
+            synced,
+            backlog,
+            cancel,
+        }
     }
 
     /// Removes a handler: it gets no more events and its task stops. Returns false if it
@@ -606,6 +641,18 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
     /// Number of registered handlers.
     pub fn handler_count(&self) -> usize {
         self.shared.dispatcher().handlers.len()
+    }
+
+    /// The largest backlog of any registered handler (see
+    /// [`HandlerRegistration::backlog`]): 0 when every handler has caught up.
+    pub fn max_handler_backlog(&self) -> usize {
+        self.shared
+            .dispatcher()
+            .handlers
+            .iter()
+            .map(|h| h.backlog.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -771,7 +818,7 @@ mod tests {
         let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default());
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let (seen_tx, mut slow_rx) = mpsc::unbounded_channel();
-        informer.add_handler(Blocked {
+        let slow_reg = informer.add_handler(Blocked {
             gate: gate.clone(),
             seen: seen_tx,
         });
@@ -798,6 +845,9 @@ mod tests {
             slow_rx.try_recv().is_err(),
             "the slow handler was not blocked"
         );
+        // 1 add + the Synced marker + 199 updates wait for the slow handler.
+        assert_eq!(slow_reg.backlog(), 201);
+        assert_eq!(informer.max_handler_backlog(), 201);
         // Released, the slow handler catches up, in order.
         gate.add_permits(1000);
         let slow = recv(&mut slow_rx, 200).await;
@@ -805,6 +855,14 @@ mod tests {
         for (i, s) in slow.iter().enumerate().skip(1) {
             assert_eq!(s, &format!("update ns/a@{}", i + 1));
         }
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while informer.max_handler_backlog() > 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("backlog drains");
+        assert_eq!(slow_reg.backlog(), 0);
     }
 
     #[tokio::test(start_paused = true)]
