@@ -28,6 +28,9 @@ pub struct ServerOptions {
     pub data_dir: Option<std::path::PathBuf>,
     /// Further bearer tokens and the users they authenticate (authorized by RBAC).
     pub users: Vec<(String, crate::rbac::UserInfo)>,
+    /// CA bundle (PEM) that TLS client certificates are verified against; a verified
+    /// certificate authenticates its subject CN as the user and O as the groups.
+    pub client_ca_pem: Option<String>,
 }
 
 impl Default for ServerOptions {
@@ -40,6 +43,7 @@ impl Default for ServerOptions {
             default_namespaces: true,
             data_dir: None,
             users: vec![],
+            client_ca_pem: None,
         }
     }
 }
@@ -125,6 +129,7 @@ impl ApiServer {
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let _ = s.create_namespace_object(ns);
             }
+            crate::bootstrap::ensure_policy(&s);
         }
         s
     }
@@ -195,7 +200,9 @@ impl ApiServer {
     /// The user a bearer token authenticates, `None` for an unknown token. Without any
     /// configured token every request is the admin (an open test server).
     pub(crate) fn authenticate(&self, bearer: Option<&str>) -> Option<crate::rbac::UserInfo> {
-        let open = self.options.tokens.is_empty() && self.options.users.is_empty();
+        let open = self.options.tokens.is_empty()
+            && self.options.users.is_empty()
+            && self.options.client_ca_pem.is_none();
         let Some(token) = bearer else {
             return open.then(crate::rbac::UserInfo::admin);
         };

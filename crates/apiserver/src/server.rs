@@ -1,5 +1,5 @@
 //! Serving: HTTP/1.1 and HTTP/2 (ALPN over TLS), TLS with a generated CA, bearer-token
-//! authentication, gzip, audit ids; the in-process [`TestServer`].
+//! and client-certificate authentication, gzip, audit ids; the in-process [`TestServer`].
 
 use crate::api::{ApiServer, Route, ServerOptions};
 use crate::error::ApiError;
@@ -30,6 +30,9 @@ pub enum ServeError {
     /// TLS setup failed.
     #[error("TLS configuration error: {0}")]
     Tls(#[from] rustls::Error),
+    /// The client CA bundle is unusable.
+    #[error("invalid client CA bundle: {0}")]
+    ClientCa(String),
 }
 
 /// TLS material generated for a server: a CA and a serving certificate signed by it.
@@ -86,16 +89,39 @@ impl TlsMaterial {
         })
     }
 
-    fn server_config(&self) -> Result<rustls::ServerConfig, ServeError> {
+    fn server_config(&self, client_ca: Option<&str>) -> Result<rustls::ServerConfig, ServeError> {
+        use rustls_pki_types::pem::PemObject as _;
         use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![CertificateDer::from(self.cert_der.clone())],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
-            )?;
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                    let cert = cert.map_err(|e| ServeError::ClientCa(e.to_string()))?;
+                    roots.add(cert)?;
+                }
+                if roots.is_empty() {
+                    return Err(ServeError::ClientCa("no CERTIFICATE block".into()));
+                }
+                // Like kube-apiserver: a certificate is optional (tokens still work), but
+                // one that is presented must verify.
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| ServeError::ClientCa(e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut cfg = builder.with_single_cert(
+            vec![CertificateDer::from(self.cert_der.clone())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone())),
+        )?;
         cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(cfg)
     }
@@ -142,6 +168,14 @@ impl ServerBuilder {
         self.options.users.push((token.into(), user));
         self
     }
+    /// Authenticate TLS clients by certificate, like kube-apiserver's `--client-ca-file`:
+    /// a client certificate signed by a CA of `ca_pem` authenticates as its subject
+    /// common name (CN), with its organizations (O) as groups. Requires TLS.
+    #[must_use]
+    pub fn client_ca(mut self, ca_pem: impl Into<String>) -> Self {
+        self.options.client_ca_pem = Some(ca_pem.into());
+        self
+    }
     /// Persist objects in `dir` (created if missing); a restarted server keeps them.
     #[must_use]
     pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
@@ -175,8 +209,13 @@ impl ServerBuilder {
         };
         let acceptor = match &tls {
             Some(t) => Some(tokio_rustls::TlsAcceptor::from(Arc::new(
-                t.server_config()?,
+                t.server_config(self.options.client_ca_pem.as_deref())?,
             ))),
+            None if self.options.client_ca_pem.is_some() => {
+                return Err(ServeError::ClientCa(
+                    "client certificates require TLS (ServerBuilder::tls(true))".into(),
+                ));
+            }
             None => None,
         };
         let token = self.options.tokens.first().cloned();
@@ -220,16 +259,27 @@ async fn accept_loop(
         let state = state.clone();
         let acceptor = acceptor.clone();
         conns.spawn(async move {
-            let svc = hyper::service::service_fn(move |req| handle(state.clone(), req));
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             match acceptor {
                 Some(acc) => match acc.accept(stream).await {
                     Ok(tls) => {
+                        // Verified by the handshake (when a client CA is configured).
+                        let cert_user = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|chain| chain.first())
+                            .and_then(|leaf| user_from_certificate(leaf));
+                        let svc = hyper::service::service_fn(move |req| {
+                            handle(state.clone(), req, cert_user.clone())
+                        });
                         let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
                     }
                     Err(e) => tracing::debug!("TLS handshake failed: {e}"),
                 },
                 None => {
+                    let svc =
+                        hyper::service::service_fn(move |req| handle(state.clone(), req, None));
                     let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
                 }
             }
@@ -238,7 +288,93 @@ async fn accept_loop(
     conns.abort_all();
 }
 
-async fn handle(srv: Arc<ApiServer>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+/// The user of a verified client certificate, like kube-apiserver's x509 authenticator:
+/// subject CN is the user name, each O a group. `None` without a CN.
+fn user_from_certificate(der: &[u8]) -> Option<crate::rbac::UserInfo> {
+    let (cn, orgs) = x509_subject(der)?;
+    let cn = cn.filter(|c| !c.is_empty())?;
+    let groups: Vec<&str> = orgs.iter().map(String::as_str).collect();
+    Some(crate::rbac::UserInfo::new(&cn, &groups))
+}
+
+/// One DER element at the start of `input`: (tag, contents, rest).
+fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, mut rest) = rest.split_first()?;
+    let len = if first < 0x80 {
+        usize::from(first)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
+        rest = &rest[n..];
+        len
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+}
+
+/// The subject common name and organizations of a DER certificate.
+fn x509_subject(der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
+    const SEQUENCE: u8 = 0x30;
+    const SET: u8 = 0x31;
+    const OID_CN: &[u8] = &[0x55, 0x04, 0x03];
+    const OID_O: &[u8] = &[0x55, 0x04, 0x0a];
+    let (SEQUENCE, cert, _) = der_element(der)? else {
+        return None;
+    };
+    let (SEQUENCE, tbs, _) = der_element(cert)? else {
+        return None;
+    };
+    let mut rest = tbs;
+    // [0] version (optional), serialNumber, signature, issuer, validity, subject.
+    if let Some((0xa0, _, after)) = der_element(rest) {
+        rest = after;
+    }
+    for _ in 0..4 {
+        rest = der_element(rest)?.2;
+    }
+    let (SEQUENCE, mut name, _) = der_element(rest)? else {
+        return None;
+    };
+    let (mut cn, mut orgs) = (None, Vec::new());
+    while !name.is_empty() {
+        let (tag, mut rdn, after) = der_element(name)?;
+        name = after;
+        if tag != SET {
+            return None;
+        }
+        while !rdn.is_empty() {
+            let (SEQUENCE, attr, after) = der_element(rdn)? else {
+                return None;
+            };
+            rdn = after;
+            let (0x06, oid, value) = der_element(attr)? else {
+                return None;
+            };
+            // UTF8String, PrintableString, IA5String.
+            let text = match der_element(value)? {
+                (0x0c | 0x13 | 0x16, v, _) => String::from_utf8(v.to_vec()).ok(),
+                _ => None,
+            };
+            match (oid, text) {
+                (OID_CN, Some(t)) => cn = Some(t),
+                (OID_O, Some(t)) => orgs.push(t),
+                _ => {}
+            }
+        }
+    }
+    Some((cn, orgs))
+}
+
+async fn handle(
+    srv: Arc<ApiServer>,
+    req: Request<Incoming>,
+    cert_user: Option<crate::rbac::UserInfo>,
+) -> Result<Response<Body>, Infallible> {
     let audit = req
         .headers()
         .get("audit-id")
@@ -251,7 +387,7 @@ async fn handle(srv: Arc<ApiServer>, req: Request<Incoming>) -> Result<Response<
         .get("accept-encoding")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
-    let mut resp = match handle_inner(&srv, req).await {
+    let mut resp = match handle_inner(&srv, req, cert_user).await {
         Ok(r) => r,
         Err(e) => h::error_response(&e),
     };
@@ -303,6 +439,7 @@ async fn maybe_gzip(resp: Response<Body>) -> Response<Body> {
 async fn handle_inner(
     srv: &Arc<ApiServer>,
     req: Request<Incoming>,
+    cert_user: Option<crate::rbac::UserInfo>,
 ) -> Result<Response<Body>, ApiError> {
     let (parts, body) = req.into_parts();
     // Authentication: health and version stay open, like kube-apiserver's defaults.
@@ -318,7 +455,8 @@ async fn handle_inner(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let user = match srv.authenticate(bearer) {
+    // Like kube-apiserver's union authenticator: a client certificate comes first.
+    let user = match cert_user.or_else(|| srv.authenticate(bearer)) {
         Some(u) => u,
         None if open && bearer.is_none() => {
             crate::rbac::UserInfo::new("system:anonymous", &["system:unauthenticated"])
@@ -539,5 +677,50 @@ mod tests {
         assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
         assert!(parse_go_duration("abc").is_none());
         assert!(parse_go_duration("5").is_none());
+    }
+
+    #[test]
+    fn client_certificate_subject_maps_to_user_and_groups() {
+        use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        let mut dn = DistinguishedName::new();
+        // (rcgen keeps one value per attribute type: one O here.)
+        dn.push(DnType::OrganizationName, "dev");
+        dn.push(DnType::CountryName, "DE");
+        dn.push(DnType::CommonName, "alice");
+        params.distinguished_name = dn;
+        let cert = params.self_signed(&key).unwrap();
+        let user = user_from_certificate(cert.der()).unwrap();
+        assert_eq!(user.name, "alice");
+        assert_eq!(user.groups, ["dev", "system:authenticated"]);
+
+        // No CN: not authenticated by the certificate.
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::OrganizationName, "dev");
+        params.distinguished_name = dn;
+        let cert = params.self_signed(&key).unwrap();
+        assert!(user_from_certificate(cert.der()).is_none());
+        // Garbage never panics.
+        assert!(user_from_certificate(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]).is_none());
+        assert!(user_from_certificate(&cert.der()[..40]).is_none());
+    }
+
+    #[tokio::test]
+    async fn client_ca_requires_tls_and_valid_pem() {
+        let err = TestServer::builder()
+            .client_ca("x")
+            .start()
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("require TLS"), "{err}");
+        let err = TestServer::builder()
+            .tls(true)
+            .client_ca("not pem")
+            .start()
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("client CA"), "{err}");
     }
 }

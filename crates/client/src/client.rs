@@ -62,6 +62,51 @@ impl tower::Service<Uri> for ProxyConnector {
 }
 type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
 
+/// The connection pool. It is replaced (same connector, new pool) when the client
+/// certificate of an exec plugin changes, so that later requests open connections that
+/// present the new certificate (client-go closes its connections then too); requests
+/// in flight, such as watches, finish on their old connections.
+struct Http {
+    connector: Connector,
+    current: std::sync::Mutex<(u64, HyperClient)>,
+}
+
+impl Http {
+    fn new(connector: Connector) -> Self {
+        let client = Self::build(&connector);
+        Self {
+            connector,
+            current: std::sync::Mutex::new((0, client)),
+        }
+    }
+
+    fn build(connector: &Connector) -> HyperClient {
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .http2_keep_alive_interval(Some(Duration::from_secs(30)))
+            .http2_keep_alive_while_idle(true)
+            .build(connector.clone())
+    }
+
+    /// The pool for client certificate `generation`.
+    fn get(&self, generation: u64) -> HyperClient {
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if current.0 != generation {
+            tracing::debug!(
+                generation,
+                "client certificate changed, opening new connections"
+            );
+            *current = (generation, Self::build(&self.connector));
+        }
+        current.1.clone()
+    }
+}
+
 /// A callback receiving the server's `Warning` headers (deprecations, unknown fields).
 pub type WarningHandler = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -94,7 +139,7 @@ pub struct Client {
 }
 
 struct Inner {
-    http: HyperClient,
+    http: Arc<Http>,
     base: String,
     auth: Authenticator,
     limiter: Option<Arc<TokenBucket>>,
@@ -140,6 +185,16 @@ impl Client {
         let mut tls = config.rustls_config()?;
         // The connector sets ALPN (h2, http/1.1) itself and requires it empty here.
         tls.alpn_protocols.clear();
+        let auth = config.authenticator();
+        // An exec plugin may return a client certificate; a static one takes precedence
+        // (like client-go).
+        if config.client_identity.is_none()
+            && let Some(resolver) = auth.client_cert_resolver()
+        {
+            tls.client_auth_cert_resolver = resolver;
+            // A resumed TLS session would keep the previous certificate's identity.
+            tls.resumption = rustls::client::Resumption::disabled();
+        }
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http();
@@ -181,13 +236,7 @@ impl Client {
             }
         };
         let connector = builder.enable_all_versions().wrap_connector(tcp);
-        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .timer(hyper_util::rt::TokioTimer::new())
-            .pool_timer(hyper_util::rt::TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .http2_keep_alive_interval(Some(Duration::from_secs(30)))
-            .http2_keep_alive_while_idle(true)
-            .build(connector);
+        let http = Arc::new(Http::new(connector));
         let mut headers = config.headers.clone();
         headers.extend(config.impersonation_headers()?);
         if let Ok(ua) = HeaderValue::from_str(&config.user_agent) {
@@ -209,7 +258,7 @@ impl Client {
             inner: Arc::new(Inner {
                 http,
                 base,
-                auth: config.authenticator(),
+                auth,
                 limiter: TokenBucket::new(config.qps, config.burst).map(Arc::new),
                 headers,
                 default_namespace: config.default_namespace.clone(),
@@ -317,7 +366,12 @@ impl Client {
                     url: path.clone(),
                     source: Box::new(e),
                 })?;
-            let result = self.inner.http.request(req).await;
+            // After `header()`, which refreshed an expired exec credential.
+            let http = self
+                .inner
+                .http
+                .get(self.inner.auth.client_cert_generation());
+            let result = http.request(req).await;
             if let Some(obs) = &self.inner.observer {
                 obs(&RequestInfo {
                     method: &parts.method,

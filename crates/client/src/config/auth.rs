@@ -10,9 +10,9 @@ use http::HeaderValue;
 use secrecy::{ExposeSecret, SecretString};
 use tokio::time::Instant;
 
-use super::ClientIdentity;
 use super::error::ConfigError;
 use super::exec::{ExecConfig, ExecCredential, run_exec, stdin_is_terminal};
+use super::{ClientIdentity, ExecCertResolver};
 
 /// How long a token read from a file is used before the file is read again
 /// (client-go re-reads at most once a minute).
@@ -66,8 +66,11 @@ impl fmt::Debug for Auth {
 /// request, and [`Authenticator::invalidate`] when the server answers 401 so the next
 /// request re-reads the token file or re-runs the exec plugin.
 ///
-/// For an exec plugin that returns a client certificate, call
-/// [`Authenticator::exec_client_identity`] when building the TLS configuration.
+/// For an exec plugin that may return a client certificate, install
+/// [`Authenticator::client_cert_resolver`] in the TLS configuration: it always presents
+/// the certificate of the cached credential. [`Authenticator::header`] keeps that
+/// credential fresh, so call it before opening connections, and open new ones when
+/// [`Authenticator::client_cert_generation`] changes (as [`Client`](crate::Client) does).
 #[derive(Clone)]
 pub struct Authenticator {
     inner: Arc<Inner>,
@@ -150,6 +153,7 @@ impl Authenticator {
                 config: config.clone(),
                 cache: Mutex::new(None),
                 refresh: tokio::sync::Mutex::new(()),
+                certs: Arc::new(ExecCertResolver::default()),
             }),
         };
         Self {
@@ -184,6 +188,25 @@ impl Authenticator {
         match &*self.inner {
             Inner::Exec(src) => Ok(src.credential().await?.identity),
             _ => Ok(None),
+        }
+    }
+
+    /// For an exec plugin: the TLS client certificate resolver that presents the
+    /// certificate of the current credential (see [`ExecCertResolver`]). `None` for
+    /// every other kind of auth.
+    pub fn client_cert_resolver(&self) -> Option<Arc<ExecCertResolver>> {
+        match &*self.inner {
+            Inner::Exec(src) => Some(src.certs.clone()),
+            _ => None,
+        }
+    }
+
+    /// Changes whenever an exec plugin's client certificate changes; connections opened
+    /// before a change present the old certificate and should be replaced.
+    pub fn client_cert_generation(&self) -> u64 {
+        match &*self.inner {
+            Inner::Exec(src) => src.certs.generation(),
+            _ => 0,
         }
     }
 
@@ -304,6 +327,8 @@ struct ExecSource {
     cache: Mutex<Option<CachedCredential>>,
     /// Serializes plugin runs so concurrent requests run it once.
     refresh: tokio::sync::Mutex<()>,
+    /// The TLS client certificate of the cached credential.
+    certs: Arc<ExecCertResolver>,
 }
 
 impl ExecSource {
@@ -324,6 +349,10 @@ impl ExecSource {
             return Ok(cred);
         }
         let cred = run_exec(&self.config, stdin_is_terminal()).await?;
+        self.certs.set(
+            cred.identity.as_ref(),
+            &format!("exec plugin {:?} credential", self.config.command),
+        )?;
         *lock(&self.cache) = Some(CachedCredential {
             credential: cred.clone(),
         });

@@ -50,7 +50,7 @@ pub use kubeconfig::{
     AuthInfo, AuthProviderConfig, Cluster, Context, ExecEnvVar, KUBECONFIG_ENV, Kubeconfig,
     KubeconfigExec, NamedAuthInfo, NamedCluster, NamedContext, NamedExtension, Preferences,
 };
-pub use tls::certs_from_pem;
+pub use tls::{ExecCertResolver, certs_from_pem};
 
 use error::{base64_reason, redact_url};
 

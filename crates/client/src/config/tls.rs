@@ -1,10 +1,14 @@
 //! TLS: PEM parsing and the rustls client configuration.
 
-use std::sync::Arc;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use rustls::DigitallySignedStruct;
+use rustls::client::ResolvesClientCert;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
+use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use secrecy::ExposeSecret as _;
@@ -62,14 +66,96 @@ impl ClientIdentity {
     /// Check that the certificate chain and the key parse, and that the key is usable
     /// with the ring provider and matches the certificate.
     pub fn validate(&self, what: &str) -> Result<(), ConfigError> {
+        self.certified_key(what).map(|_| ())
+    }
+
+    /// The parsed chain and signing key, ready for rustls (errors name `what`).
+    pub(crate) fn certified_key(&self, what: &str) -> Result<CertifiedKey, ConfigError> {
         let (chain, key) = self.parse(what)?;
         let provider = ring_provider();
-        rustls::sign::CertifiedKey::from_der(chain, key, &provider)
-            .map(|_| ())
-            .map_err(|e| ConfigError::Pem {
-                what: format!("{what}: client certificate/key"),
-                reason: e.to_string(),
-            })
+        CertifiedKey::from_der(chain, key, &provider).map_err(|e| ConfigError::Pem {
+            what: format!("{what}: client certificate/key"),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// The TLS client certificate of an exec credential plugin, for rustls.
+///
+/// It presents whatever certificate the plugin returned last: the
+/// [`Authenticator`](super::Authenticator) replaces it whenever it re-runs the plugin
+/// (expiry, or [`Authenticator::invalidate`](super::Authenticator::invalidate) after a
+/// 401), so new connections present the new certificate. Install it as
+/// `rustls::ClientConfig::client_auth_cert_resolver`, and open new connections when
+/// [`ExecCertResolver::generation`] changes.
+#[derive(Default)]
+pub struct ExecCertResolver {
+    current: RwLock<Option<Arc<CertifiedKey>>>,
+    generation: AtomicU64,
+}
+
+impl fmt::Debug for ExecCertResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecCertResolver")
+            .field("has_certificate", &self.current().is_some())
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+impl ExecCertResolver {
+    /// The certificate presented by new connections, if any.
+    pub fn current(&self) -> Option<Arc<CertifiedKey>> {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Incremented every time the certificate changes (0 before the plugin first
+    /// returned one).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Present `identity` from now on (`None`: no client certificate). Errors name
+    /// `what`; the previous certificate is kept on error.
+    pub(crate) fn set(
+        &self,
+        identity: Option<&ClientIdentity>,
+        what: &str,
+    ) -> Result<(), ConfigError> {
+        let next = identity
+            .map(|i| i.certified_key(what).map(Arc::new))
+            .transpose()?;
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let same = match (&*current, &next) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.cert == b.cert,
+            _ => false,
+        };
+        if !same {
+            *current = next;
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+}
+
+impl ResolvesClientCert for ExecCertResolver {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.current()
+    }
+
+    fn has_certs(&self) -> bool {
+        true
     }
 }
 
