@@ -4,6 +4,7 @@
 use crate::config::{Authenticator, Config};
 use crate::error::{Error, Result};
 use crate::limiter::TokenBucket;
+use crate::proxy::{ProxyConnector, ProxyTarget};
 use bytes::Bytes;
 use futures::Stream;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, header};
@@ -19,47 +20,6 @@ use std::time::Duration;
 
 type Connector = hyper_rustls::HttpsConnector<ProxyConnector>;
 
-/// TCP connections made directly or through an HTTP proxy (`CONNECT` tunnel), as the
-/// kubeconfig's `proxy-url` asks.
-#[derive(Clone)]
-enum ProxyConnector {
-    Direct(HttpConnector),
-    Tunnel(hyper_util::client::legacy::connect::proxy::Tunnel<HttpConnector>),
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Conn = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
-
-impl tower::Service<Uri> for ProxyConnector {
-    type Response = Conn;
-    type Error = BoxError;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = std::result::Result<Conn, BoxError>> + Send>,
-    >;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::result::Result<(), BoxError>> {
-        match self {
-            Self::Direct(c) => c.poll_ready(cx).map_err(Into::into),
-            Self::Tunnel(t) => t.poll_ready(cx).map_err(Into::into),
-        }
-    }
-
-    fn call(&mut self, dst: Uri) -> Self::Future {
-        match self {
-            Self::Direct(c) => {
-                let fut = c.call(dst);
-                Box::pin(async move { fut.await.map_err(Into::into) })
-            }
-            Self::Tunnel(t) => {
-                let fut = t.call(dst);
-                Box::pin(async move { fut.await.map_err(Into::into) })
-            }
-        }
-    }
-}
 type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
 
 /// The connection pool. It is replaced (same connector, new pool) when the client
@@ -195,6 +155,8 @@ impl Client {
             // A resumed TLS session would keep the previous certificate's identity.
             tls.resumption = rustls::client::Resumption::disabled();
         }
+        // `https://` proxies get the same trust and client certificate (like client-go).
+        let proxy_tls = tls.clone();
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http();
@@ -208,33 +170,11 @@ impl Client {
             }
             None => builder,
         };
-        let tcp = match &config.proxy_url {
-            None => ProxyConnector::Direct(http),
-            Some(proxy) => {
-                let scheme = proxy.scheme_str().unwrap_or("http");
-                if scheme != "http" {
-                    return Err(Error::Tls(format!(
-                        "unsupported proxy-url scheme {scheme:?}: only http:// proxies are supported"
-                    )));
-                }
-                let mut tunnel =
-                    hyper_util::client::legacy::connect::proxy::Tunnel::new(proxy.clone(), http);
-                if let Some(userinfo) = proxy
-                    .authority()
-                    .and_then(|a| a.as_str().rsplit_once('@'))
-                    .map(|(u, _)| u.to_string())
-                {
-                    use base64::Engine;
-                    let encoded =
-                        base64::engine::general_purpose::STANDARD.encode(userinfo.as_bytes());
-                    if let Ok(mut v) = HeaderValue::from_str(&format!("Basic {encoded}")) {
-                        v.set_sensitive(true);
-                        tunnel = tunnel.with_auth(v);
-                    }
-                }
-                ProxyConnector::Tunnel(tunnel)
-            }
-        };
+        let proxy = config
+            .proxy_for_cluster()?
+            .map(|url| ProxyTarget::from_uri(&url, "proxy-url"))
+            .transpose()?;
+        let tcp = ProxyConnector::new(http, proxy, &proxy_tls, config.connect_timeout);
         let connector = builder.enable_all_versions().wrap_connector(tcp);
         let http = Arc::new(Http::new(connector));
         let mut headers = config.headers.clone();

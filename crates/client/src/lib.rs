@@ -18,6 +18,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod limiter;
+pub mod proxy;
 pub mod skip;
 pub mod watch;
 

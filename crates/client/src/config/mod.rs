@@ -42,6 +42,8 @@ use base64::Engine as _;
 use http::{HeaderName, HeaderValue, Uri};
 use secrecy::{ExposeSecret as _, SecretSlice, SecretString};
 
+use crate::proxy::ProxyEnv;
+
 pub use auth::{Auth, Authenticator, EXEC_EXPIRY_SKEW, TOKEN_FILE_REFRESH};
 pub use error::ConfigError;
 pub use exec::{EXEC_API_V1, EXEC_API_V1BETA1, EXEC_INFO_ENV, ExecClusterInfo, ExecConfig};
@@ -52,7 +54,8 @@ pub use kubeconfig::{
 };
 pub use tls::{ExecCertResolver, certs_from_pem};
 
-use error::{base64_reason, redact_url};
+use error::base64_reason;
+pub(crate) use error::redact_url;
 
 /// The cluster extension passed to exec plugins as `spec.cluster.config`.
 const EXEC_CLUSTER_EXTENSION: &str = "client.authentication.k8s.io/exec";
@@ -78,8 +81,13 @@ pub struct Config {
     pub auth: Auth,
     /// A TLS client certificate chain and key.
     pub client_identity: Option<ClientIdentity>,
-    /// `proxy-url`.
+    /// `proxy-url`: `http://`, `https://`, `socks5://` or `socks5h://`, with optional
+    /// credentials in the user-info. Takes precedence over [`Config::proxy_env`].
     pub proxy_url: Option<Uri>,
+    /// Proxy settings from the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`),
+    /// used when `proxy_url` is not set. [`Config::new`] reads them from the process
+    /// environment; set [`ProxyEnv::none`] to ignore the environment.
+    pub proxy_env: ProxyEnv,
     /// Requests per second allowed by the client-side rate limiter; `<= 0` disables it.
     pub qps: f32,
     /// Burst of the client-side rate limiter.
@@ -203,6 +211,7 @@ impl fmt::Debug for Config {
                 "proxy_url",
                 &self.proxy_url.as_ref().map(|u| redact_url(&u.to_string())),
             )
+            .field("proxy_env", &self.proxy_env)
             .field("qps", &self.qps)
             .field("burst", &self.burst)
             .field("user_agent", &self.user_agent)
@@ -230,6 +239,7 @@ impl Config {
             auth: Auth::None,
             client_identity: None,
             proxy_url: None,
+            proxy_env: ProxyEnv::from_process_env(),
             qps: DEFAULT_QPS,
             burst: DEFAULT_BURST,
             user_agent: default_user_agent(),
@@ -416,6 +426,15 @@ impl Config {
     /// `http/1.1`. [`Config::tls_server_name`] is applied by the connector.
     pub fn rustls_config(&self) -> Result<rustls::ClientConfig, ConfigError> {
         tls::rustls_config(self)
+    }
+
+    /// The proxy for connections to the API server: [`Config::proxy_url`], else the
+    /// environment's ([`ProxyEnv::proxy_for`]), else none.
+    pub fn proxy_for_cluster(&self) -> Result<Option<Uri>, ConfigError> {
+        match &self.proxy_url {
+            Some(url) => Ok(Some(url.clone())),
+            None => self.proxy_env.proxy_for(&self.cluster_url),
+        }
     }
 
     /// An [`Authenticator`] for [`Config::auth`].
