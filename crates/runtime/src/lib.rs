@@ -11,6 +11,9 @@
 //! * [`manager`]: [`Manager`], several controllers with one client, informer factory,
 //!   metrics registry and leader election, plus the `/metrics`, `/healthz`, `/readyz`
 //!   endpoints ([`metrics`], [`health`]).
+//! * [`multicluster`]: [`Fleet`](multicluster::Fleet) and
+//!   [`MultiClusterController`](multicluster::MultiClusterController), one controller over
+//!   clusters engaged and disengaged at run time.
 
 pub mod controller;
 pub mod events;
@@ -21,6 +24,7 @@ pub mod informer;
 pub mod leaderelection;
 pub mod manager;
 pub mod metrics;
+pub mod multicluster;
 pub mod owner;
 pub mod reflector;
 pub mod store;

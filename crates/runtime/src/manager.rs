@@ -59,6 +59,7 @@ use crate::leaderelection::{
     ConfigError, LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock, RunOutcome,
 };
 use crate::metrics::{Metrics, serve_metrics};
+use crate::multicluster::{ClusterContext, MultiClusterController, MultiClusterError};
 use kubewright_client::Client;
 use kubewright_core::Resource;
 use prometheus_client::registry::Registry;
@@ -180,6 +181,9 @@ pub enum ManagerError {
     /// A controller failed.
     #[error(transparent)]
     Controller(#[from] ControllerError),
+    /// A multi-cluster controller cannot run.
+    #[error(transparent)]
+    MultiCluster(#[from] MultiClusterError),
 }
 
 type CheckFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -490,6 +494,34 @@ impl Manager {
         controller.set_metrics_if_unset(&self.metrics);
         let bound: Bound<K, R, C> = controller.bind(reconciler, ctx);
         self.runnables.push(Arc::new(bound));
+        Ok(())
+    }
+
+    /// Adds a [multi-cluster controller](crate::multicluster) with its reconciler and
+    /// context. It runs under this manager's leader election and counts towards
+    /// `/readyz` (ready once every engaged cluster has synced or failed once; a failing
+    /// cluster never makes the manager fail). It gets the manager's metrics unless it
+    /// has its own; its name must be unique. Its clusters' clients are the fleet's (not
+    /// this manager's client), so their requests are not in `rest_client_*`.
+    pub fn add_multicluster<K, R, C>(
+        &mut self,
+        mut controller: MultiClusterController<K>,
+        reconciler: R,
+        ctx: Arc<C>,
+    ) -> Result<(), ManagerError>
+    where
+        K: Resource + Send + Sync + 'static,
+        R: Reconciler<K, ClusterContext<C>>,
+        C: Send + Sync + 'static,
+    {
+        if self.runnables.iter().any(|r| r.name() == controller.name()) {
+            return Err(ManagerError::DuplicateController(
+                controller.name().to_string(),
+            ));
+        }
+        controller.set_metrics_if_unset(&self.metrics);
+        self.runnables
+            .push(Arc::new(controller.bind(reconciler, ctx)?));
         Ok(())
     }
 

@@ -449,6 +449,19 @@ where
         }
     }
 
+    /// A future that resolves once every informer of this controller has synced (`true`)
+    /// or one stopped before it synced (`false`); it does not start them.
+    pub(crate) fn sync_waiter(&self) -> BoxFuture<'static, bool> {
+        let watches = self.watches.clone();
+        async move {
+            futures::future::join_all(watches.iter().map(|w| w.wait_for_sync()))
+                .await
+                .into_iter()
+                .all(|synced| synced)
+        }
+        .boxed()
+    }
+
     pub(crate) fn set_metrics_if_unset(&mut self, metrics: &Metrics) {
         if self.metrics.is_none() {
             self.metrics = Some(metrics.clone());
@@ -457,7 +470,7 @@ where
 }
 
 /// Cancels `to` when `from` is cancelled (the task ends when either is).
-fn link(from: CancellationToken, to: CancellationToken) {
+pub(crate) fn link(from: CancellationToken, to: CancellationToken) {
     if from.is_cancelled() {
         to.cancel();
         return;

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::fmt::{self, Debug};
 use std::sync::Arc;
 
-type MakeInformer<X> = Box<dyn FnOnce(&SharedInformerFactory) -> Arc<Informer<X>> + Send>;
+type MakeInformer<X> = Arc<dyn Fn(&SharedInformerFactory) -> Arc<Informer<X>> + Send + Sync>;
 
 /// Maps a watched object to the keys of the primary objects to reconcile.
 pub(crate) type Mapper<X> = Arc<dyn Fn(&X) -> Vec<ObjectKey> + Send + Sync>;
@@ -26,6 +26,15 @@ pub(crate) type Queue = RateLimitingQueue<ObjectKey>;
 enum Origin<X> {
     Factory(MakeInformer<X>),
     Informer(Arc<Informer<X>>),
+}
+
+impl<X> Clone for Origin<X> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Factory(make) => Self::Factory(make.clone()),
+            Self::Informer(informer) => Self::Informer(informer.clone()),
+        }
+    }
 }
 
 /// One watched resource of a controller: which objects (type, namespace, selectors), and
@@ -51,9 +60,22 @@ enum Origin<X> {
 /// # let _ = controller;
 /// # }
 /// ```
+///
+/// A `Source` is cheap to clone; a clone made from parameters asks each factory it is
+/// used with for its own informer (what a
+/// [`MultiClusterController`](crate::multicluster::MultiClusterController) relies on).
 pub struct Source<X> {
     origin: Origin<X>,
     predicates: Vec<Predicate<X>>,
+}
+
+impl<X> Clone for Source<X> {
+    fn clone(&self) -> Self {
+        Self {
+            origin: self.origin.clone(),
+            predicates: self.predicates.clone(),
+        }
+    }
 }
 
 impl<X> Debug for Source<X> {
@@ -85,8 +107,8 @@ where
     /// [`ApiResource`]) matching `params`.
     pub fn with_type(dt: X::DynamicType, params: InformerParams) -> Self {
         Self {
-            origin: Origin::Factory(Box::new(move |f: &SharedInformerFactory| {
-                f.informer_with::<X>(&dt, params)
+            origin: Origin::Factory(Arc::new(move |f: &SharedInformerFactory| {
+                f.informer_with::<X>(&dt, params.clone())
             })),
             predicates: Vec::new(),
         }
@@ -106,8 +128,8 @@ impl Source<PartialObjectMetadata> {
     pub fn metadata(resource: &ApiResource, params: InformerParams) -> Self {
         let resource = resource.clone();
         Self {
-            origin: Origin::Factory(Box::new(move |f: &SharedInformerFactory| {
-                f.metadata_informer(&resource, params)
+            origin: Origin::Factory(Arc::new(move |f: &SharedInformerFactory| {
+                f.metadata_informer(&resource, params.clone())
             })),
             predicates: Vec::new(),
         }
@@ -129,6 +151,15 @@ impl<X> Source<X> {
     pub fn predicate(mut self, predicate: Predicate<X>) -> Self {
         self.predicates.push(predicate);
         self
+    }
+
+    /// The informer when this source wraps one built elsewhere
+    /// ([`from_informer`](Self::from_informer)), which every factory would share.
+    pub(crate) fn shared_informer(&self) -> Option<&Arc<Informer<X>>> {
+        match &self.origin {
+            Origin::Factory(_) => None,
+            Origin::Informer(i) => Some(i),
+        }
     }
 
     pub(crate) fn into_parts(

@@ -1,0 +1,424 @@
+//! Multi-cluster controller tests: two embedded API servers are two clusters. They need
+//! servers of their own, so they are skipped (with a message) when
+//! KUBEWRIGHT_TEST_KUBECONFIG points the suite at a real cluster.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kubewright_apiserver::TestServer;
+use kubewright_client::{Api, Client, Config};
+use kubewright_core::{ObjectKey, ObjectMeta, PostParams, ResourceExt};
+use kubewright_runtime::controller::{Action, ReconcileReport, ReconcileResult, Source};
+use kubewright_runtime::manager::{Manager, ManagerError};
+use kubewright_runtime::metrics::{Metrics, encode};
+use kubewright_runtime::multicluster::{
+    ClusterContext, ClusterStatus, ClusterStatuses, Fleet, MultiClusterController,
+    MultiClusterError,
+};
+use kubewright_runtime::owner::controller_owner_ref;
+use kubewright_runtime::{InformerParams, SharedInformerFactory};
+use kubewright_testing::{KUBECONFIG_ENV, TestEnv};
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Every wait in these tests ends after this, failing the test.
+const DEADLINE: Duration = Duration::from_secs(30);
+const NS: &str = "mc";
+
+/// True (after printing why) when the suite runs against a real cluster.
+fn skip() -> bool {
+    if std::env::var(KUBECONFIG_ENV).is_ok_and(|v| !v.is_empty()) {
+        eprintln!(
+            "skipped: multi-cluster tests need two embedded API servers, not the cluster of {KUBECONFIG_ENV}"
+        );
+        return true;
+    }
+    false
+}
+
+/// One embedded cluster with the namespace `NS`.
+async fn cluster() -> TestEnv {
+    let env = TestEnv::for_server(TestServer::start().await.unwrap());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NS.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(env.client())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    env
+}
+
+/// A client whose server is gone: a port that was free a moment ago.
+fn unreachable_client() -> Client {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    config.qps = 0.0;
+    Client::new(config).unwrap()
+}
+
+fn source(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            labels: Some(BTreeMap::from([("mc".into(), "src".into())])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("value".into(), value.into())])),
+        ..Default::default()
+    }
+}
+
+async fn create_source(env: &TestEnv, name: &str, value: &str) {
+    Api::<ConfigMap>::namespaced(env.client(), NS)
+        .create(&PostParams::default(), &source(name, value))
+        .await
+        .unwrap();
+}
+
+/// The output a reconcile wrote for source `name`, if any.
+async fn output(env: &TestEnv, name: &str) -> Option<BTreeMap<String, String>> {
+    Api::<ConfigMap>::namespaced(env.client(), NS)
+        .get_opt(&format!("{name}-out"))
+        .await
+        .unwrap()
+        .map(|cm| cm.data.unwrap_or_default())
+}
+
+/// Writes `<name>-out` into the source's own cluster, owned by the source, with the
+/// cluster's name and the source's value.
+async fn reconcile(
+    src: Arc<ConfigMap>,
+    cx: Arc<ClusterContext<()>>,
+) -> Result<Action, kubewright_client::Error> {
+    let value = src
+        .data
+        .as_ref()
+        .and_then(|d| d.get("value"))
+        .cloned()
+        .unwrap_or_default();
+    let out = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-out", src.name_any())),
+            namespace: src.namespace().map(str::to_string),
+            labels: Some(BTreeMap::from([("mc".into(), "out".into())])),
+            owner_references: controller_owner_ref(&*src).ok().map(|r| vec![r]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([
+            ("cluster".into(), cx.cluster.clone()),
+            ("value".into(), value),
+        ])),
+        ..Default::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(cx.client.clone(), NS);
+    match api.create(&PostParams::default(), &out).await {
+        Ok(_) => Ok(Action::await_change()),
+        Err(e) if e.is_already_exists() => Ok(Action::await_change()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reconcile reports by cluster, to wait on.
+#[derive(Clone)]
+struct Reports(Arc<watch::Sender<Vec<(String, ReconcileReport)>>>);
+
+impl Reports {
+    fn new() -> Self {
+        Self(Arc::new(watch::channel(Vec::new()).0))
+    }
+    fn observer(&self) -> impl Fn(&str, &ReconcileReport) + Send + Sync + 'static {
+        let tx = self.0.clone();
+        move |cluster, r| tx.send_modify(|v| v.push((cluster.to_string(), r.clone())))
+    }
+    fn reconciled(&self, cluster: &str, name: &str) -> bool {
+        reconciled(&self.0.borrow(), cluster, name)
+    }
+    async fn wait_reconciled(&self, cluster: &str, name: &str) {
+        let mut rx = self.0.subscribe();
+        let waited =
+            tokio::time::timeout(DEADLINE, rx.wait_for(|v| reconciled(v, cluster, name))).await;
+        assert!(
+            matches!(waited, Ok(Ok(_))),
+            "{name} was not reconciled in {cluster}; reports: {:#?}",
+            self.0.borrow()
+        );
+    }
+}
+
+fn reconciled(reports: &[(String, ReconcileReport)], cluster: &str, name: &str) -> bool {
+    let key = ObjectKey::new(Some(NS), name);
+    reports
+        .iter()
+        .any(|(c, r)| c == cluster && r.key == key && r.result == ReconcileResult::Success)
+}
+
+fn controller(fleet: &Fleet, reports: &Reports) -> MultiClusterController<ConfigMap> {
+    MultiClusterController::<ConfigMap>::new(fleet.clone(), InformerParams::all().labels("mc=src"))
+        .owns::<ConfigMap>(InformerParams::all().labels("mc=out"))
+        .workers(2)
+        .cache_sync_timeout(Duration::from_secs(2))
+        .retry_backoff(Duration::from_millis(100), Duration::from_secs(1))
+        .shutdown_timeout(Duration::from_secs(5))
+        .on_result(reports.observer())
+}
+
+fn spawn(
+    controller: MultiClusterController<ConfigMap>,
+    stop: &CancellationToken,
+) -> JoinHandle<Result<(), MultiClusterError>> {
+    tokio::spawn(
+        controller
+            .shutdown_on(stop.clone())
+            .run(reconcile, Arc::new(())),
+    )
+}
+
+async fn wait_statuses(
+    statuses: &ClusterStatuses,
+    what: &str,
+    condition: impl FnMut(&BTreeMap<String, ClusterStatus>) -> bool,
+) {
+    let waited = tokio::time::timeout(DEADLINE, statuses.wait_for(condition)).await;
+    assert!(
+        waited.is_ok(),
+        "timed out waiting for {what}; statuses: {:?}",
+        statuses.snapshot()
+    );
+}
+
+async fn stop_and_join(stop: CancellationToken, run: JoinHandle<Result<(), MultiClusterError>>) {
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, run)
+        .await
+        .expect("the controller did not stop")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_cluster_is_reconciled_with_its_own_client() {
+    if skip() {
+        return;
+    }
+    let (east, west) = (cluster().await, cluster().await);
+    // The same namespace/name in both clusters, with different content.
+    create_source(&east, "app", "from-east").await;
+    create_source(&west, "app", "from-west").await;
+    create_source(&west, "west-only", "w").await;
+
+    let fleet = Fleet::new();
+    fleet.add("east", east.client());
+    fleet.add("west", west.client());
+    let reports = Reports::new();
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let controller = controller(&fleet, &reports).metrics(&metrics);
+    let statuses = controller.statuses();
+    let stop = CancellationToken::new();
+    let run = spawn(controller, &stop);
+
+    reports.wait_reconciled("east", "app").await;
+    reports.wait_reconciled("west", "app").await;
+    reports.wait_reconciled("west", "west-only").await;
+    let out = |cluster: &str, value: &str| {
+        BTreeMap::from([
+            ("cluster".to_string(), cluster.to_string()),
+            ("value".to_string(), value.to_string()),
+        ])
+    };
+    assert_eq!(output(&east, "app").await, Some(out("east", "from-east")));
+    assert_eq!(output(&west, "app").await, Some(out("west", "from-west")));
+    assert_eq!(output(&west, "west-only").await, Some(out("west", "w")));
+    // Written with west's client only, and never reconciled in east.
+    assert_eq!(output(&east, "west-only").await, None);
+    assert!(!reports.reconciled("east", "west-only"));
+
+    wait_statuses(&statuses, "both synced", |s| {
+        s.get("east") == Some(&ClusterStatus::Synced)
+            && s.get("west") == Some(&ClusterStatus::Synced)
+    })
+    .await;
+
+    // Deleting an owned output in west brings it back in west (owns() per cluster).
+    let before = reports.0.borrow().len();
+    Api::<ConfigMap>::namespaced(west.client(), NS)
+        .delete("app-out", &Default::default())
+        .await
+        .unwrap();
+    let mut rx = reports.0.subscribe();
+    tokio::time::timeout(
+        DEADLINE,
+        rx.wait_for(|v| reconciled(&v[before.min(v.len())..], "west", "app")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(output(&west, "app").await, Some(out("west", "from-west")));
+
+    // Metrics: one controller name per cluster, controller-runtime's families.
+    let text = encode(&registry);
+    for cluster in ["east", "west"] {
+        assert!(
+            text.contains(&format!(
+                "controller_runtime_max_concurrent_reconciles{{controller=\"configmap@{cluster}\"}} 2"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "workqueue_adds_total{{name=\"configmap@{cluster}\"}}"
+            )),
+            "{text}"
+        );
+    }
+
+    stop_and_join(stop, run).await;
+    assert!(statuses.snapshot().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_join_leave_and_rejoin_while_running() {
+    if skip() {
+        return;
+    }
+    let (east, west) = (cluster().await, cluster().await);
+    create_source(&east, "first", "e").await;
+    create_source(&west, "first", "w").await;
+
+    let fleet = Fleet::new();
+    fleet.add("east", east.client());
+    let reports = Reports::new();
+    let controller = controller(&fleet, &reports);
+    let statuses = controller.statuses();
+    let stop = CancellationToken::new();
+    let run = spawn(controller, &stop);
+    reports.wait_reconciled("east", "first").await;
+    assert!(!reports.reconciled("west", "first"));
+
+    // Added while running: reconciled.
+    fleet.add("west", west.client());
+    reports.wait_reconciled("west", "first").await;
+    assert_eq!(output(&west, "first").await.unwrap()["cluster"], "west");
+
+    // Removed: its controller stops (its status goes away), east carries on.
+    assert!(fleet.remove("west"));
+    wait_statuses(&statuses, "west stopped", |s| {
+        !s.contains_key("west") && s.contains_key("east")
+    })
+    .await;
+    create_source(&west, "second", "w").await;
+    create_source(&east, "second", "e").await;
+    reports.wait_reconciled("east", "second").await;
+    assert!(!reports.reconciled("west", "second"));
+    assert_eq!(output(&west, "second").await, None);
+
+    // Re-added: a fresh controller catches up with what happened meanwhile.
+    fleet.add("west", west.client());
+    reports.wait_reconciled("west", "second").await;
+    assert_eq!(output(&west, "second").await.unwrap()["cluster"], "west");
+    wait_statuses(&statuses, "both synced", |s| {
+        s.values().all(|st| *st == ClusterStatus::Synced) && s.len() == 2
+    })
+    .await;
+
+    stop_and_join(stop, run).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_fails_alone_and_is_retried() {
+    if skip() {
+        return;
+    }
+    let healthy = cluster().await;
+    let fleet = Fleet::new();
+    fleet.add("dead", unreachable_client());
+    fleet.add("healthy", healthy.client());
+    let reports = Reports::new();
+    let controller = controller(&fleet, &reports).cache_sync_timeout(Duration::from_millis(500));
+    let statuses = controller.statuses();
+    let stop = CancellationToken::new();
+    let run = spawn(controller, &stop);
+
+    create_source(&healthy, "app", "h").await;
+    reports.wait_reconciled("healthy", "app").await;
+    // Failed, then failed again after a back-off: retried while it stays in the fleet.
+    wait_statuses(&statuses, "dead failed twice, healthy synced", |s| {
+        matches!(s.get("dead"), Some(ClusterStatus::Failed { attempts, error }) if *attempts >= 2 && error.contains("sync"))
+            && s.get("healthy") == Some(&ClusterStatus::Synced)
+    })
+    .await;
+    // The healthy cluster keeps working while the other one fails.
+    create_source(&healthy, "later", "h").await;
+    reports.wait_reconciled("healthy", "later").await;
+
+    // Removing the failed cluster ends its retries.
+    fleet.remove("dead");
+    wait_statuses(&statuses, "dead gone", |s| !s.contains_key("dead")).await;
+    stop_and_join(stop, run).await;
+    assert!(statuses.snapshot().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manager_runs_a_multicluster_controller() {
+    if skip() {
+        return;
+    }
+    let (east, west) = (cluster().await, cluster().await);
+    create_source(&east, "app", "e").await;
+    create_source(&west, "app", "w").await;
+    let fleet = Fleet::new();
+    fleet.add("east", east.client());
+    fleet.add("west", west.client());
+    let reports = Reports::new();
+
+    let mut manager = Manager::builder(east.client()).build().unwrap();
+    manager
+        .add_multicluster(controller(&fleet, &reports), reconcile, Arc::new(()))
+        .unwrap();
+    // Names are unique within a manager.
+    let again = manager.add_multicluster(controller(&fleet, &reports), reconcile, Arc::new(()));
+    assert!(matches!(again, Err(ManagerError::DuplicateController(n)) if n == "configmap"));
+    // A source over an existing informer would be shared by the clusters: refused.
+    let factory = SharedInformerFactory::new(east.client());
+    let informer = factory.informer::<ConfigMap>(InformerParams::all());
+    let shared =
+        MultiClusterController::<ConfigMap>::new(fleet.clone(), Source::from_informer(informer))
+            .named("shared");
+    let refused = manager.add_multicluster(shared, reconcile, Arc::new(()));
+    assert!(
+        matches!(
+            refused,
+            Err(ManagerError::MultiCluster(
+                MultiClusterError::SharedInformer { .. }
+            ))
+        ),
+        "{refused:?}"
+    );
+
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(manager.run(stop.clone()));
+    reports.wait_reconciled("east", "app").await;
+    reports.wait_reconciled("west", "app").await;
+    assert_eq!(output(&west, "app").await.unwrap()["cluster"], "west");
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, run)
+        .await
+        .expect("the manager did not stop")
+        .unwrap()
+        .unwrap();
+}
