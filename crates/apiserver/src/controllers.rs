@@ -1,6 +1,7 @@
 //! The controllers a test expects from a real cluster: CRD establishment and cleanup,
 //! namespace lifecycle (content deletion, finalize, default ServiceAccount) and the
-//! garbage collector (background, foreground and orphan propagation).
+//! garbage collector (background, foreground and orphan propagation), and ClusterRole
+//! aggregation (bootstrap.rs).
 
 use crate::api::ApiServer;
 use crate::delete::{DeleteOptions, delete_obj};
@@ -43,6 +44,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     crds(srv);
     namespaces(srv);
     gc(srv);
+    crate::bootstrap::aggregate_cluster_roles(srv);
 }
 
 fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {

@@ -8,6 +8,7 @@
 //! It never uses kubewright's client, so client bugs cannot hide server bugs.
 
 mod api;
+mod bootstrap;
 mod controllers;
 mod crd;
 mod defaults;

@@ -801,3 +801,120 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-reader}}
     );
     assert!(!ok && err.contains("Unauthorized"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_cluster_roles_and_aggregation() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    // The bootstrap roles exist and the aggregated ones carry their parts' rules.
+    let view = env.json(&["get", "clusterrole", "view"]);
+    assert!(view["aggregationRule"]["clusterRoleSelectors"].is_array());
+    let grants = |role: &Value, group: &str, resource: &str, verb: &str| {
+        role["rules"].as_array().into_iter().flatten().any(|r| {
+            let has = |k: &str, v: &str| {
+                r[k].as_array()
+                    .is_some_and(|a| a.iter().any(|x| x == v || x == "*"))
+            };
+            has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+        })
+    };
+    assert!(grants(&view, "", "pods", "list"), "{view}");
+    assert!(!grants(&view, "", "secrets", "get"), "{view}");
+    let edit = env.json(&["get", "clusterrole", "edit"]);
+    assert!(grants(&edit, "apps", "deployments", "update"));
+    assert!(grants(&edit, "", "pods", "list"), "edit includes view");
+    let admin = env.json(&["get", "clusterrole", "admin"]);
+    assert!(grants(
+        &admin,
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        "create"
+    ));
+    assert!(grants(
+        &env.json(&["get", "clusterrole", "cluster-admin"]),
+        "anything",
+        "anything",
+        "delete"
+    ));
+    let binding = env.json(&["get", "clusterrolebinding", "cluster-admin"]);
+    assert_eq!(binding["subjects"][0]["name"], "system:masters");
+
+    // A ServiceAccount bound to `view` in one namespace.
+    let manifest = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: viewer, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: viewer-view, namespace: {ns}}}
+subjects: [{{kind: ServiceAccount, name: viewer, namespace: {ns}}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}
+"#
+    );
+    env.ok(&["apply", "-f", "-"], Some(&manifest));
+    let token = env
+        .ok(&["create", "token", "viewer", "-n", &ns], None)
+        .trim()
+        .to_string();
+    let as_sa = |args: &[&str]| {
+        let mut a = vec!["--token", token.as_str()];
+        a.extend_from_slice(args);
+        env.run(&a, None)
+    };
+    let (ok, out, err) = as_sa(&["get", "pods", "-n", &ns]);
+    assert!(ok, "view may list pods: {out}{err}");
+    let (ok, _, err) = as_sa(&["get", "secrets", "-n", &ns]);
+    assert!(!ok && err.contains("Forbidden"), "{err}");
+    let (ok, _, err) = as_sa(&["create", "configmap", "c", "-n", &ns, "--from-literal=a=b"]);
+    assert!(!ok && err.contains("forbidden"), "{err}");
+    let (_, out, _) = as_sa(&["auth", "can-i", "list", "deployments.apps", "-n", &ns]);
+    assert_eq!(out.trim(), "yes");
+
+    // A ClusterRole labelled aggregate-to-view extends `view` (and so this binding):
+    // podtemplates, which `view` does not grant.
+    let part = format!("kw-view-podtemplates-{:08x}", rand_u64() as u32);
+    let role = format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {part}
+  labels: {{rbac.authorization.k8s.io/aggregate-to-view: "true"}}
+rules:
+- apiGroups: [""]
+  resources: [podtemplates]
+  verbs: [get, list, watch]
+"#
+    );
+    let allowed = || {
+        let (_, out, _) = as_sa(&["auth", "can-i", "list", "podtemplates", "-n", &ns]);
+        out.trim() == "yes"
+    };
+    let wait_for = |want: bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while allowed() != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "aggregation did not converge to allowed={want}: view has {}",
+                env.json(&["get", "clusterrole", "view"])["rules"]
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    assert!(!allowed());
+    env.ok(&["apply", "-f", "-"], Some(&role));
+    wait_for(true);
+    assert!(grants(
+        &env.json(&["get", "clusterrole", "admin"]),
+        "",
+        "podtemplates",
+        "list"
+    ));
+    env.ok(&["delete", "clusterrole", &part], None);
+    wait_for(false);
+}

@@ -1,0 +1,448 @@
+//! The default RBAC policy a real cluster starts with (kube-apiserver's bootstrap roles)
+//! and the ClusterRole aggregation controller (kube-controller-manager's
+//! `clusterrole-aggregation`).
+//!
+//! Tests that bind a user or ServiceAccount to `view`, `edit`, `admin` or `cluster-admin`
+//! behave as on a real cluster: the aggregated roles carry the union of the rules of the
+//! ClusterRoles their selectors match (including ones the test adds, e.g. a CRD's
+//! `aggregate-to-view` role).
+
+use crate::api::ApiServer;
+use crate::meta::meta_str;
+use crate::storage::Mutation;
+use kubewright_core::LabelSelector;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+const CLUSTER_ROLES: &str = "rbac.authorization.k8s.io/clusterroles";
+const CLUSTER_ROLE_BINDINGS: &str = "rbac.authorization.k8s.io/clusterrolebindings";
+const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
+
+const READ: &str = "get list watch";
+const WRITE: &str = "create delete deletecollection patch update";
+const ALL: &str = "create delete deletecollection get list patch update watch";
+
+/// A rule: API groups, resources and verbs, each space-separated (`-` = the core group).
+type RuleSpec = (&'static str, &'static str, &'static str);
+
+struct RoleSpec {
+    name: &'static str,
+    /// Extra labels (besides `kubernetes.io/bootstrapping`), e.g. aggregate-to-admin.
+    labels: &'static [&'static str],
+    /// For aggregated roles: the label the selector matches (`<key>: "true"`).
+    aggregate_from: Option<&'static str>,
+    rules: &'static [RuleSpec],
+    non_resource: &'static [(&'static str, &'static str)],
+}
+
+const TO_ADMIN: &str = "rbac.authorization.k8s.io/aggregate-to-admin";
+const TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
+const TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
+
+/// The bootstrap ClusterRoles a workload-facing test can meet (Kubernetes 1.32).
+const ROLES: &[RoleSpec] = &[
+    RoleSpec {
+        name: "cluster-admin",
+        labels: &[],
+        aggregate_from: None,
+        rules: &[("*", "*", "*")],
+        non_resource: &[("*", "*")],
+    },
+    RoleSpec {
+        name: "admin",
+        labels: &[],
+        aggregate_from: Some(TO_ADMIN),
+        rules: &[],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "edit",
+        labels: &[TO_ADMIN],
+        aggregate_from: Some(TO_EDIT),
+        rules: &[],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "view",
+        labels: &[TO_EDIT],
+        aggregate_from: Some(TO_VIEW),
+        rules: &[],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "system:aggregate-to-admin",
+        labels: &[TO_ADMIN],
+        aggregate_from: None,
+        rules: &[
+            (
+                "authorization.k8s.io",
+                "localsubjectaccessreviews",
+                "create",
+            ),
+            ("rbac.authorization.k8s.io", "rolebindings roles", ALL),
+        ],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "system:aggregate-to-edit",
+        labels: &[TO_EDIT],
+        aggregate_from: None,
+        rules: &[
+            (
+                "-",
+                "pods/attach pods/exec pods/portforward pods/proxy secrets services/proxy",
+                READ,
+            ),
+            ("-", "serviceaccounts", "impersonate"),
+            (
+                "-",
+                "pods pods/attach pods/exec pods/portforward pods/proxy",
+                WRITE,
+            ),
+            ("-", "pods/eviction", "create"),
+            (
+                "-",
+                "configmaps events persistentvolumeclaims replicationcontrollers \
+                 replicationcontrollers/scale secrets serviceaccounts services services/proxy",
+                WRITE,
+            ),
+            ("-", "serviceaccounts/token", "create"),
+            (
+                "apps",
+                "daemonsets deployments deployments/rollback deployments/scale replicasets \
+                 replicasets/scale statefulsets statefulsets/scale",
+                WRITE,
+            ),
+            ("autoscaling", "horizontalpodautoscalers", WRITE),
+            ("batch", "cronjobs jobs", WRITE),
+            (
+                "extensions",
+                "daemonsets deployments deployments/rollback deployments/scale ingresses \
+                 networkpolicies replicasets replicasets/scale replicationcontrollers/scale",
+                WRITE,
+            ),
+            ("policy", "poddisruptionbudgets", WRITE),
+            ("networking.k8s.io", "ingresses networkpolicies", WRITE),
+            ("coordination.k8s.io", "leases", ALL),
+        ],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "system:aggregate-to-view",
+        labels: &[TO_VIEW],
+        aggregate_from: None,
+        rules: &[
+            (
+                "-",
+                "configmaps endpoints persistentvolumeclaims persistentvolumeclaims/status pods \
+                 replicationcontrollers replicationcontrollers/scale serviceaccounts services \
+                 services/status",
+                READ,
+            ),
+            (
+                "-",
+                "bindings events limitranges namespaces/status pods/log pods/status \
+                 replicationcontrollers/status resourcequotas resourcequotas/status",
+                READ,
+            ),
+            ("-", "namespaces", READ),
+            ("discovery.k8s.io", "endpointslices", READ),
+            (
+                "apps",
+                "controllerrevisions daemonsets daemonsets/status deployments deployments/scale \
+                 deployments/status replicasets replicasets/scale replicasets/status \
+                 statefulsets statefulsets/scale statefulsets/status",
+                READ,
+            ),
+            (
+                "autoscaling",
+                "horizontalpodautoscalers horizontalpodautoscalers/status",
+                READ,
+            ),
+            ("batch", "cronjobs cronjobs/status jobs jobs/status", READ),
+            (
+                "extensions",
+                "daemonsets daemonsets/status deployments deployments/scale deployments/status \
+                 ingresses ingresses/status networkpolicies replicasets replicasets/scale \
+                 replicasets/status replicationcontrollers/scale",
+                READ,
+            ),
+            (
+                "policy",
+                "poddisruptionbudgets poddisruptionbudgets/status",
+                READ,
+            ),
+            (
+                "networking.k8s.io",
+                "ingresses ingresses/status networkpolicies",
+                READ,
+            ),
+        ],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "system:basic-user",
+        labels: &[],
+        aggregate_from: None,
+        rules: &[
+            (
+                "authorization.k8s.io",
+                "selfsubjectaccessreviews selfsubjectrulesreviews",
+                "create",
+            ),
+            ("authentication.k8s.io", "selfsubjectreviews", "create"),
+        ],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "system:discovery",
+        labels: &[],
+        aggregate_from: None,
+        rules: &[],
+        non_resource: &[(
+            "/api /api/* /apis /apis/* /healthz /livez /openapi /openapi/* /readyz /version \
+             /version/",
+            "get",
+        )],
+    },
+    RoleSpec {
+        name: "system:public-info-viewer",
+        labels: &[],
+        aggregate_from: None,
+        rules: &[],
+        non_resource: &[("/healthz /livez /readyz /version /version/", "get")],
+    },
+    RoleSpec {
+        name: "system:auth-delegator",
+        labels: &[],
+        aggregate_from: None,
+        rules: &[
+            ("authentication.k8s.io", "tokenreviews", "create"),
+            ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        ],
+        non_resource: &[],
+    },
+    RoleSpec {
+        name: "system:monitoring",
+        labels: &[],
+        aggregate_from: None,
+        rules: &[],
+        non_resource: &[(
+            "/healthz /healthz/* /livez /livez/* /metrics /metrics/slis /readyz /readyz/*",
+            "get",
+        )],
+    },
+];
+
+/// (binding = role name, subject groups).
+const BINDINGS: &[(&str, &[&str])] = &[
+    ("cluster-admin", &["system:masters"]),
+    ("system:basic-user", &["system:authenticated"]),
+    ("system:discovery", &["system:authenticated"]),
+    (
+        "system:public-info-viewer",
+        &["system:authenticated", "system:unauthenticated"],
+    ),
+    ("system:monitoring", &["system:monitoring"]),
+];
+
+fn words(s: &str) -> Vec<Value> {
+    s.split_whitespace()
+        .map(|w| Value::String(if w == "-" { String::new() } else { w.into() }))
+        .collect()
+}
+
+fn bootstrap_meta(name: &str, extra_labels: &[&str]) -> Value {
+    let mut labels = Map::new();
+    labels.insert("kubernetes.io/bootstrapping".into(), "rbac-defaults".into());
+    for l in extra_labels {
+        labels.insert((*l).into(), "true".into());
+    }
+    json!({
+        "name": name,
+        "labels": labels,
+        "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+    })
+}
+
+fn cluster_role(spec: &RoleSpec) -> Value {
+    let mut rules: Vec<Value> = spec
+        .rules
+        .iter()
+        .map(|(g, r, v)| json!({"apiGroups": words(g), "resources": words(r), "verbs": words(v)}))
+        .collect();
+    rules.extend(
+        spec.non_resource
+            .iter()
+            .map(|(u, v)| json!({"nonResourceURLs": words(u), "verbs": words(v)})),
+    );
+    let mut role = json!({
+        "apiVersion": RBAC_API,
+        "kind": "ClusterRole",
+        "metadata": bootstrap_meta(spec.name, spec.labels),
+        "rules": rules,
+    });
+    if let Some(label) = spec.aggregate_from {
+        role["aggregationRule"] =
+            json!({"clusterRoleSelectors": [{"matchLabels": {label: "true"}}]});
+    }
+    role
+}
+
+fn binding(role: &str, groups: &[&str]) -> Value {
+    let subjects: Vec<Value> = groups
+        .iter()
+        .map(|g| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}))
+        .collect();
+    json!({
+        "apiVersion": RBAC_API,
+        "kind": "ClusterRoleBinding",
+        "metadata": bootstrap_meta(role, &[]),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": subjects,
+    })
+}
+
+/// Creates the bootstrap ClusterRoles and ClusterRoleBindings that are missing (at start,
+/// like kube-apiserver's `rbac/bootstrap-roles` post-start hook; existing objects are left
+/// as they are).
+pub fn ensure_policy(srv: &ApiServer) {
+    let (Some(role_def), Some(binding_def)) = (
+        srv.def("rbac.authorization.k8s.io", "v1", "clusterroles"),
+        srv.def("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
+    ) else {
+        return;
+    };
+    for spec in ROLES {
+        if srv.storage.get(CLUSTER_ROLES, "", spec.name).is_none() {
+            let _ = srv.create_object(&role_def, "", cluster_role(spec), "kube-apiserver", false);
+        }
+    }
+    for (role, groups) in BINDINGS {
+        if srv.storage.get(CLUSTER_ROLE_BINDINGS, "", role).is_none() {
+            let _ = srv.create_object(
+                &binding_def,
+                "",
+                binding(role, groups),
+                "kube-apiserver",
+                false,
+            );
+        }
+    }
+}
+
+fn labels_of(v: &Value) -> BTreeMap<String, String> {
+    v.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The selectors of an aggregation rule; `None` when a selector cannot be read (the role
+/// is then left alone, as the upstream controller does with invalid selectors).
+fn selectors(rule: &Value) -> Option<Vec<LabelSelector>> {
+    let list = rule.get("clusterRoleSelectors")?.as_array()?;
+    list.iter()
+        .map(|s| {
+            let sel: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+                serde_json::from_value(s.clone()).ok()?;
+            LabelSelector::from_k8s(&sel).ok()
+        })
+        .collect()
+}
+
+/// ClusterRole aggregation: every ClusterRole with an `aggregationRule` gets the rules of
+/// the ClusterRoles its selectors match (in name order, without duplicates; itself
+/// excluded), written only when they changed.
+pub fn aggregate_cluster_roles(srv: &ApiServer) {
+    let (roles, _) = srv.storage.list(CLUSTER_ROLES, None);
+    for role in roles.iter() {
+        let Some(rule) = role.get("aggregationRule") else {
+            continue;
+        };
+        let Some(sels) = selectors(rule) else {
+            continue;
+        };
+        let name = meta_str(role, "name").unwrap_or_default().to_string();
+        let mut want: Vec<Value> = Vec::new();
+        // `list` returns objects in name order.
+        for other in roles.iter() {
+            if meta_str(other, "name") == Some(name.as_str()) {
+                continue;
+            }
+            let labels = labels_of(other);
+            if !sels.iter().any(|s| !s.is_empty() && s.matches(&labels)) {
+                continue;
+            }
+            for r in other
+                .get("rules")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if !want.contains(r) {
+                    want.push(r.clone());
+                }
+            }
+        }
+        let current = role.get("rules").cloned().unwrap_or(Value::Null);
+        let want = Value::Array(want);
+        let same =
+            current == want || (current.is_null() && want.as_array().is_some_and(Vec::is_empty));
+        if same {
+            continue;
+        }
+        let _ = srv
+            .storage
+            .mutate::<()>(CLUSTER_ROLES, "", &name, |cur, _| {
+                let Some(cur) = cur else {
+                    return Ok(Mutation::Keep);
+                };
+                let mut next = (**cur).clone();
+                if next.get("aggregationRule").is_none() {
+                    return Ok(Mutation::Keep);
+                }
+                next["rules"] = want.clone();
+                Ok(Mutation::Put(next))
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_specs_render_as_rbac_objects() {
+        let view = ROLES.iter().find(|r| r.name == "system:aggregate-to-view");
+        let v = cluster_role(view.expect("spec"));
+        assert_eq!(v["metadata"]["labels"][TO_VIEW], "true");
+        assert_eq!(v["rules"][0]["apiGroups"], json!([""]));
+        assert_eq!(v["rules"][0]["verbs"], json!(["get", "list", "watch"]));
+        let admin = cluster_role(
+            ROLES
+                .iter()
+                .find(|r| r.name == "cluster-admin")
+                .expect("spec"),
+        );
+        assert_eq!(
+            admin["rules"],
+            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                   {"nonResourceURLs": ["*"], "verbs": ["*"]}])
+        );
+        let edit = cluster_role(ROLES.iter().find(|r| r.name == "edit").expect("spec"));
+        assert_eq!(
+            edit["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"][TO_EDIT],
+            "true"
+        );
+        assert_eq!(edit["metadata"]["labels"][TO_ADMIN], "true");
+        let sels = selectors(&edit["aggregationRule"]).expect("selectors");
+        assert!(sels[0].matches(&labels_of(&cluster_role(
+            ROLES.iter().find(|r| r.name == "view").expect("spec")
+        ))));
+    }
+}
