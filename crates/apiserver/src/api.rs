@@ -587,6 +587,8 @@ impl ApiServer {
             validation: validation.to_string(),
             warnings: vec![],
             apply: None,
+            user: req.user.clone(),
+            namespace: path_namespace(&req.path).unwrap_or_default().to_string(),
         })
     }
 
@@ -619,6 +621,13 @@ impl ApiServer {
         };
         if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
             crate::crd::validate_crd(def, &obj)?;
+        }
+        if def.group == "rbac.authorization.k8s.io" {
+            let ns = meta_str(&obj, "namespace")
+                .filter(|n| !n.is_empty())
+                .unwrap_or(&wo.namespace)
+                .to_string();
+            crate::rbac::check_escalation(self, &wo.user, def, &obj, &ns)?;
         }
         if !unknown.is_empty() {
             match wo.validation.as_str() {
@@ -1050,6 +1059,10 @@ pub struct WriteOptions {
     pub warnings: Vec<String>,
     /// Server-side apply: the applied field set and whether conflicts were forced.
     pub apply: Option<(std::collections::BTreeSet<fields::Path>, bool)>,
+    /// Who writes (for RBAC's escalation checks).
+    pub user: crate::rbac::UserInfo,
+    /// The namespace of the request path ("" at cluster scope).
+    pub namespace: String,
 }
 
 /// Parsed list options.
@@ -1143,6 +1156,15 @@ pub(crate) fn merge_for_write(
 }
 
 /// Validates kind/apiVersion/name/namespace of a request body against the URL.
+/// The namespace segment of a resource path (`.../namespaces/{ns}/{resource}...`).
+fn path_namespace(path: &str) -> Option<&str> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    segs.windows(3)
+        .find(|w| w[0] == "namespaces")
+        .map(|w| w[1])
+        .filter(|ns| !ns.is_empty())
+}
+
 pub(crate) fn check_body(
     def: &ResourceDef,
     body: Value,

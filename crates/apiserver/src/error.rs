@@ -8,7 +8,7 @@ use kubewright_core::{Status, StatusCause, StatusDetails};
 pub struct ApiError(pub Box<Status>, pub Option<u32>);
 
 impl ApiError {
-    fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
         Self(Box::new(Status::failure(code, reason, message)), None)
     }
     fn with(mut self, details: StatusDetails) -> Self {

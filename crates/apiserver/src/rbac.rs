@@ -2,6 +2,8 @@
 //! bindings, evaluated like kube-apiserver's RBAC authorizer).
 
 use crate::api::ApiServer;
+use crate::error::ApiError;
+use crate::registry::ResourceDef;
 use serde_json::Value;
 
 /// Who made a request.
@@ -43,7 +45,7 @@ impl UserInfo {
             ],
         }
     }
-    fn is_master(&self) -> bool {
+    pub(crate) fn is_master(&self) -> bool {
         self.groups.iter().any(|g| g == "system:masters")
     }
 }
@@ -238,6 +240,293 @@ pub fn forbidden_message(user: &UserInfo, a: &Attributes<'_>) -> String {
     )
 }
 
+/// Applies `Impersonate-*` headers: the requester must be allowed to `impersonate` each
+/// identity it asks for (users or serviceaccounts, groups, uids, userextras), like
+/// kube-apiserver's impersonation filter. Returns the identity the request runs as.
+pub fn impersonate(
+    srv: &ApiServer,
+    requester: UserInfo,
+    headers: &http::HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let values = |name: &str| -> Result<Vec<String>, ApiError> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| {
+                v.to_str().map(str::to_string).map_err(|_| {
+                    ApiError::bad_request(format!("invalid {name} header: not visible ASCII"))
+                })
+            })
+            .collect()
+    };
+    let users = values("Impersonate-User")?;
+    let groups = values("Impersonate-Group")?;
+    let uids = values("Impersonate-Uid")?;
+    let extras: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            let key = k.as_str().strip_prefix("impersonate-extra-")?;
+            Some((key.to_string(), v.to_str().ok()?.to_string()))
+        })
+        .collect();
+    if users.is_empty() {
+        if groups.is_empty() && uids.is_empty() && extras.is_empty() {
+            return Ok(requester);
+        }
+        return Err(ApiError::internal(
+            "requested impersonation of groups, uid or extras without impersonating a user",
+        ));
+    }
+    if users.len() > 1 {
+        return Err(ApiError::bad_request(
+            "only one Impersonate-User header may be given",
+        ));
+    }
+    let user = users[0].clone();
+    let check = |verb_resource: (&str, &str), namespace: &str, name: &str| {
+        let (group, resource) = verb_resource;
+        let (resource, sub) = match resource.split_once('/') {
+            Some((r, s)) => (r, Some(s)),
+            None => (resource, None),
+        };
+        let a = Attributes {
+            verb: "impersonate",
+            group,
+            resource,
+            subresource: sub,
+            namespace,
+            name,
+        };
+        if authorize(srv, &requester, &a) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                403,
+                "Forbidden",
+                forbidden_message(&requester, &a),
+            ))
+        }
+    };
+    let sa = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    match sa {
+        Some((ns, name)) => check(("", "serviceaccounts"), ns, name)?,
+        None => check(("", "users"), "", &user)?,
+    }
+    for g in &groups {
+        check(("", "groups"), "", g)?;
+    }
+    for u in &uids {
+        check(("authentication.k8s.io", "uids"), "", u)?;
+    }
+    for (k, v) in &extras {
+        check(("authentication.k8s.io", &format!("userextras/{k}")), "", v)?;
+    }
+    let mut out_groups = groups;
+    if out_groups.is_empty()
+        && let Some((ns, _)) = sa
+    {
+        out_groups = vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{ns}"),
+        ];
+    }
+    if user != "system:anonymous" && !out_groups.iter().any(|g| g == "system:authenticated") {
+        out_groups.push("system:authenticated".into());
+    }
+    Ok(UserInfo {
+        name: user,
+        groups: out_groups,
+    })
+}
+
+/// Whether `owner` (the rules a user holds) covers every permission `rule` grants: each
+/// (group, resource, verb, name) and each (URL, verb), with `*` only covered by `*`.
+fn covers(owner: &[Value], rule: &Value) -> bool {
+    let one = |v: &Value, k: &str, want: &str| strs(v, k).iter().any(|x| x == "*" || x == want);
+    let urls = strs(rule, "nonResourceURLs");
+    let verbs = strs(rule, "verbs");
+    if !urls.is_empty() {
+        return urls.iter().all(|u| {
+            verbs.iter().all(|verb| {
+                owner.iter().any(|o| {
+                    one(o, "verbs", verb)
+                        && strs(o, "nonResourceURLs").iter().any(|ou| {
+                            ou == u
+                                || ou == "*"
+                                || ou
+                                    .strip_suffix('*')
+                                    .is_some_and(|p| u.starts_with(p) && !u.ends_with('*'))
+                        })
+                })
+            })
+        });
+    }
+    let names = strs(rule, "resourceNames");
+    strs(rule, "apiGroups").iter().all(|g| {
+        strs(rule, "resources").iter().all(|r| {
+            verbs.iter().all(|verb| {
+                owner.iter().any(|o| {
+                    if !(one(o, "verbs", verb) && one(o, "apiGroups", g)) {
+                        return false;
+                    }
+                    let res_ok = strs(o, "resources").iter().any(|or| {
+                        or == "*"
+                            || or == r
+                            || or.strip_prefix("*/").is_some_and(|sub| {
+                                r.split_once('/').is_some_and(|(_, rs)| rs == sub)
+                            })
+                    });
+                    let owner_names = strs(o, "resourceNames");
+                    res_ok
+                        && (owner_names.is_empty()
+                            || (!names.is_empty() && names.iter().all(|n| owner_names.contains(n))))
+                })
+            })
+        })
+    })
+}
+
+fn groups_text(user: &UserInfo) -> String {
+    let quoted: Vec<String> = user.groups.iter().map(|g| format!("{g:?}")).collect();
+    format!("[{}]", quoted.join(" "))
+}
+
+fn rule_text(rule: &Value) -> String {
+    let list = |k: &str| {
+        let v = strs(rule, k);
+        let quoted: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+        format!("[{}]", quoted.join(" "))
+    };
+    let mut parts = Vec::new();
+    for (k, label) in [
+        ("apiGroups", "APIGroups"),
+        ("resources", "Resources"),
+        ("resourceNames", "ResourceNames"),
+        ("nonResourceURLs", "NonResourceURLs"),
+        ("verbs", "Verbs"),
+    ] {
+        if rule
+            .get(k)
+            .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+        {
+            parts.push(format!("{label}:{}", list(k)));
+        }
+    }
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// RBAC's privilege-escalation prevention for writes of roles and bindings: a user may
+/// only grant permissions it holds itself, unless it may `escalate` (roles) or `bind`
+/// (bindings) the role in question.
+pub fn check_escalation(
+    srv: &ApiServer,
+    user: &UserInfo,
+    def: &ResourceDef,
+    obj: &Value,
+    namespace: &str,
+) -> Result<(), ApiError> {
+    if def.group != "rbac.authorization.k8s.io" || user.is_master() {
+        return Ok(());
+    }
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ns = if def.namespaced { namespace } else { "" };
+    let may = |verb: &str, resource: &str, role_name: &str| {
+        authorize(
+            srv,
+            user,
+            &Attributes {
+                verb,
+                group: "rbac.authorization.k8s.io",
+                resource,
+                subresource: None,
+                namespace: ns,
+                name: role_name,
+            },
+        )
+    };
+    let (requested, what): (Vec<Value>, &str) = match def.plural.as_str() {
+        "roles" | "clusterroles" => {
+            if may("escalate", &def.plural, name) {
+                return Ok(());
+            }
+            let mut rules = obj
+                .get("rules")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if obj.get("aggregationRule").is_some_and(|a| !a.is_null()) {
+                // An aggregated role can gather any permission: only full authority may
+                // create one.
+                rules.push(
+                    serde_json::json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+                );
+                rules.push(serde_json::json!({"nonResourceURLs": ["*"], "verbs": ["*"]}));
+            }
+            (rules, "grant")
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let kind = obj
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let role = obj
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let (key, role_ns, resource) = if kind == "Role" {
+                ("rbac.authorization.k8s.io/roles", ns, "roles")
+            } else {
+                ("rbac.authorization.k8s.io/clusterroles", "", "clusterroles")
+            };
+            if may("bind", resource, role) {
+                return Ok(());
+            }
+            let Some(role_obj) = srv.storage.get(key, role_ns, role) else {
+                // Like kube-apiserver: a binding to a missing role needs `bind`.
+                return Err(ApiError::forbidden(
+                    def,
+                    name,
+                    format!(
+                        "{}.rbac.authorization.k8s.io \"{name}\" is forbidden: user \"{}\" (groups={}) is attempting to grant RBAC permissions not currently held: {resource}.rbac.authorization.k8s.io \"{role}\" not found",
+                        def.plural,
+                        user.name,
+                        groups_text(user)
+                    ),
+                ));
+            };
+            let rules = role_obj
+                .get("rules")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            (rules, "grant")
+        }
+        _ => return Ok(()),
+    };
+    let owner = rules_for(srv, user, ns);
+    let missing: Vec<&Value> = requested.iter().filter(|r| !covers(&owner, r)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = missing.iter().map(|r| rule_text(r)).collect();
+    Err(ApiError::forbidden(
+        def,
+        name,
+        format!(
+            "{}.rbac.authorization.k8s.io \"{name}\" is forbidden: user \"{}\" (groups={}) is attempting to {what} RBAC permissions not currently held:\n{}",
+            def.plural,
+            user.name,
+            groups_text(user),
+            list.join("\n")
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,6 +614,58 @@ mod tests {
             &u,
             "ns"
         ));
+        let owner = vec![
+            json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "configmaps"]}),
+            json!({"verbs": ["*"], "apiGroups": ["apps"], "resources": ["*/scale"]}),
+            json!({"verbs": ["get"], "nonResourceURLs": ["/healthz/*"]}),
+        ];
+        assert!(covers(
+            &owner,
+            &json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]})
+        ));
+        assert!(covers(
+            &owner,
+            &json!({"verbs": ["list"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a"]})
+        ));
+        assert!(!covers(
+            &owner,
+            &json!({"verbs": ["delete"], "apiGroups": [""], "resources": ["pods"]})
+        ));
+        assert!(!covers(
+            &owner,
+            &json!({"verbs": ["*"], "apiGroups": [""], "resources": ["pods"]})
+        ));
+        assert!(!covers(
+            &owner,
+            &json!({"verbs": ["get"], "apiGroups": ["*"], "resources": ["pods"]})
+        ));
+        assert!(covers(
+            &owner,
+            &json!({"verbs": ["update"], "apiGroups": ["apps"], "resources": ["deployments/scale"]})
+        ));
+        assert!(covers(
+            &owner,
+            &json!({"verbs": ["get"], "nonResourceURLs": ["/healthz/etcd"]})
+        ));
+        assert!(!covers(
+            &owner,
+            &json!({"verbs": ["get"], "nonResourceURLs": ["/metrics"]})
+        ));
+        let named = vec![
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s1"]}),
+        ];
+        assert!(covers(
+            &named,
+            &json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s1"]})
+        ));
+        assert!(!covers(
+            &named,
+            &json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]})
+        ));
+        assert_eq!(
+            rule_text(&json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]})),
+            "{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"
+        );
         assert_eq!(
             forbidden_message(&u, &a),
             "pods \"p1\" is forbidden: User \"system:serviceaccount:ns:ctl\" cannot get resource \"pods\" in API group \"\" in the namespace \"ns\""

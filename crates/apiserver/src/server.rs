@@ -463,6 +463,7 @@ async fn handle_inner(
         }
         None => return Err(ApiError::unauthorized()),
     };
+    let user = crate::rbac::impersonate(srv, user, &parts.headers)?;
     let limit = srv.options.max_body;
     let body = match Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),

@@ -918,3 +918,105 @@ rules:
     env.ok(&["delete", "clusterrole", &part], None);
     wait_for(false);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_and_rbac_escalation_prevention() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    let setup = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: lead, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: lead-admin, namespace: {ns}}}
+subjects: [{{kind: ServiceAccount, name: lead, namespace: {ns}}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}}
+"#
+    );
+    env.ok(&["apply", "-f", "-"], Some(&setup));
+    let lead = format!("system:serviceaccount:{ns}:lead");
+
+    // Impersonation by an administrator: requests run as the impersonated identity.
+    let (ok, out, err) = env.run(&["--as", &lead, "get", "secrets", "-n", &ns], None);
+    assert!(ok, "lead may read secrets in its namespace: {out}{err}");
+    let (ok, _, err) = env.run(&["--as", &lead, "get", "secrets", "-n", "default"], None);
+    assert!(
+        !ok && err.contains(&format!("User \"{lead}\" cannot list resource \"secrets\"")),
+        "{err}"
+    );
+    let (ok, _, err) = env.run(&["--as", "nobody-at-all", "get", "pods", "-n", &ns], None);
+    assert!(
+        !ok && err.contains("User \"nobody-at-all\" cannot list"),
+        "{err}"
+    );
+    let (_, out, _) = env.run(
+        &["auth", "can-i", "create", "roles", "-n", &ns, "--as", &lead],
+        None,
+    );
+    assert_eq!(out.trim(), "yes");
+    let who = env.json(&["auth", "whoami", "--as", "alice", "--as-group", "devs"]);
+    assert_eq!(who["status"]["userInfo"]["username"], "alice");
+    let groups = who["status"]["userInfo"]["groups"].to_string();
+    assert!(
+        groups.contains("devs") && groups.contains("system:authenticated"),
+        "{groups}"
+    );
+
+    // Impersonation needs the `impersonate` verb.
+    let token = env
+        .ok(&["create", "token", "lead", "-n", &ns], None)
+        .trim()
+        .to_string();
+    let as_lead = |args: &[&str]| {
+        let mut a = vec!["--token", token.as_str()];
+        a.extend_from_slice(args);
+        env.run(&a, None)
+    };
+    let (ok, _, err) = as_lead(&["--as", "someone-else", "get", "pods", "-n", &ns]);
+    assert!(
+        !ok && err.contains("cannot impersonate resource \"users\""),
+        "{err}"
+    );
+
+    // Escalation prevention: lead may grant what it holds, nothing more.
+    let role = |name: &str, resource: &str| {
+        format!(
+            r#"{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role",
+                "metadata":{{"name":"{name}","namespace":"{ns}"}},
+                "rules":[{{"apiGroups":[""],"resources":["{resource}"],"verbs":["get"]}}]}}"#
+        )
+    };
+    let create = |body: &str| {
+        let mut a = vec!["--token", token.as_str()];
+        a.extend(["create", "-f", "-"]);
+        env.run(&a, Some(body))
+    };
+    let (ok, out, err) = create(&role("cm-get", "configmaps"));
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = create(&role("nodes-get", "nodes"));
+    assert!(
+        !ok && err.contains("attempting to grant RBAC permissions not currently held"),
+        "{err}"
+    );
+    let binding = |name: &str, role: &str| {
+        format!(
+            r#"{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding",
+                "metadata":{{"name":"{name}","namespace":"{ns}"}},
+                "subjects":[{{"kind":"User","name":"bob","apiGroup":"rbac.authorization.k8s.io"}}],
+                "roleRef":{{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"{role}"}}}}"#
+        )
+    };
+    let (ok, out, err) = create(&binding("bob-view", "view"));
+    assert!(ok, "view is within admin: {out}{err}");
+    let (ok, _, err) = create(&binding("bob-root", "cluster-admin"));
+    assert!(
+        !ok && err.contains("attempting to grant RBAC permissions not currently held"),
+        "{err}"
+    );
+}
