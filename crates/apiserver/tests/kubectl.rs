@@ -5,101 +5,30 @@
 
 use kubewright_apiserver::TestServer;
 use serde_json::Value;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
+mod support;
+
+use support::{Kubectl, have_kubectl, rand_u64};
+
+/// kubectl plus the namespaces a test created (deleted when it ends).
 struct Env {
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
-    _server: Option<TestServer>,
+    kubectl: Kubectl,
     namespaces: Vec<String>,
 }
 
-fn have_kubectl() -> bool {
-    let ok = Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipping: kubectl is not installed");
+impl std::ops::Deref for Env {
+    type Target = Kubectl;
+    fn deref(&self) -> &Kubectl {
+        &self.kubectl
     }
-    ok
 }
 
 impl Env {
     async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        match std::env::var("KUBEWRIGHT_TEST_KUBECONFIG") {
-            Ok(p) if !p.is_empty() => Self {
-                kubeconfig: PathBuf::from(p),
-                _dir: dir,
-                _server: None,
-                namespaces: vec![],
-            },
-            _ => {
-                let server = TestServer::builder()
-                    .tls(true)
-                    .token(format!("t{:016x}", rand_u64()))
-                    .start()
-                    .await
-                    .unwrap();
-                let kc = dir.path().join("kubeconfig");
-                server.write_kubeconfig(&kc).unwrap();
-                Self {
-                    kubeconfig: kc,
-                    _dir: dir,
-                    _server: Some(server),
-                    namespaces: vec![],
-                }
-            }
+        Self {
+            kubectl: Kubectl::start().await,
+            namespaces: vec![],
         }
-    }
-
-    /// Runs kubectl; returns (success, stdout, stderr).
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-        let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
-        // A private discovery cache per test run.
-        cmd.env("KUBECACHEDIR", self._dir.path().join("cache"));
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    #[track_caller]
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let (ok, out, err) = self.run(args, stdin);
-        assert!(ok, "kubectl {args:?} failed:\nstdout: {out}\nstderr: {err}");
-        out
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&a, None)).unwrap()
     }
 
     fn namespace(&mut self) -> String {
@@ -116,18 +45,6 @@ impl Drop for Env {
             let _ = self.run(&["delete", "namespace", ns, "--wait=false"], None);
         }
     }
-}
-
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish()
 }
 
 const APP: &str = r#"
@@ -573,9 +490,12 @@ async fn data_dir_survives_restart() {
     let data = dir.path().join("data");
     let kc = dir.path().join("kubeconfig");
     let env = Env {
-        kubeconfig: kc.clone(),
-        _dir: dir,
-        _server: None,
+        kubectl: Kubectl {
+            kubeconfig: kc.clone(),
+            dir,
+            server: None,
+            namespace: None,
+        },
         namespaces: vec![],
     };
     let run = |args: &[&str], stdin: Option<&str>| env.ok(args, stdin);

@@ -5,107 +5,44 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use kubewright_apiserver::TestServer;
 use serde_json::{Value, json};
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
+mod support;
+
+use support::{Kubectl, have_kubectl, rand_u64};
+
+/// kubectl in a namespace of its own, plus the CRDs a test created (deleted at the end).
 struct Env {
-    kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
-    _server: Option<TestServer>,
+    kubectl: Kubectl,
     ns: String,
     crds: Vec<String>,
 }
 
+impl std::ops::Deref for Env {
+    type Target = Kubectl;
+    fn deref(&self) -> &Kubectl {
+        &self.kubectl
+    }
+}
+
 fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish() as u32
+    rand_u64() as u32
 }
 
 impl Env {
     async fn start() -> Option<Self> {
-        let ok = Command::new("kubectl")
-            .args(["version", "--client"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("skipping: kubectl is not installed");
+        if !have_kubectl() {
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let (kubeconfig, server) = match std::env::var("KUBEWRIGHT_TEST_KUBECONFIG") {
-            Ok(p) if !p.is_empty() => (PathBuf::from(p), None),
-            _ => {
-                let s = TestServer::builder()
-                    .tls(true)
-                    .token(format!("t{:08x}", rand_u32()))
-                    .start()
-                    .await
-                    .unwrap();
-                let kc = dir.path().join("kubeconfig");
-                s.write_kubeconfig(&kc).unwrap();
-                (kc, Some(s))
-            }
-        };
-        let env = Self {
-            kubeconfig,
-            dir,
-            _server: server,
-            ns: format!("kwlist-{:08x}", rand_u32()),
+        let ns = format!("kwlist-{:08x}", rand_u32());
+        let mut kubectl = Kubectl::start().await;
+        kubectl.ok(&["create", "namespace", &ns], None);
+        kubectl.namespace = Some(ns.clone());
+        Some(Self {
+            kubectl,
+            ns,
             crds: vec![],
-        };
-        env.ok(&["create", "namespace", &env.ns], None);
-        Some(env)
-    }
-
-    /// Runs kubectl (in the test namespace); returns (success, stdout, stderr).
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-        let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["-n", &self.ns])
-            .args(args);
-        cmd.env("KUBECACHEDIR", self.dir.path().join("cache"));
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
         })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    #[track_caller]
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let (ok, out, err) = self.run(args, stdin);
-        assert!(ok, "kubectl {args:?} failed:\nstdout: {out}\nstderr: {err}");
-        out
     }
 
     #[track_caller]
