@@ -413,11 +413,7 @@ impl Client {
     pub async fn request<T: DeserializeOwned>(&self, req: Request<Vec<u8>>) -> Result<T> {
         let (_, body) = self.request_bytes(req).await?;
         serde_json::from_slice(&body).map_err(|source| Error::Decode {
-            what: std::any::type_name::<T>()
-                .rsplit("::")
-                .next()
-                .unwrap_or("object")
-                .to_string(),
+            what: short_type_name(std::any::type_name::<T>()),
             source,
         })
     }
@@ -462,6 +458,27 @@ impl Client {
             }
         }))
     }
+}
+
+/// A type name without module paths, for error messages:
+/// `kubewright_core::object::ObjectList<k8s_openapi::api::core::v1::Pod>` ->
+/// `ObjectList<Pod>`.
+fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    let mut segment_start = 0;
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            out.truncate(segment_start);
+            continue;
+        }
+        out.push(c);
+        if matches!(c, '<' | '>' | ',' | ' ' | '(' | ')' | '[' | ']' | '&' | ';') {
+            segment_start = out.len();
+        }
+    }
+    out
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -521,6 +538,20 @@ pub fn parse_warning(h: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_type_names() {
+        assert_eq!(
+            short_type_name("kubewright_core::object::ObjectList<k8s_openapi::api::core::v1::Pod>"),
+            "ObjectList<Pod>"
+        );
+        assert_eq!(short_type_name("k8s_openapi::api::core::v1::Pod"), "Pod");
+        assert_eq!(
+            short_type_name("kubewright_client::skip::WithoutManagedFields<a::B<c::D, e::F>>"),
+            "WithoutManagedFields<B<D, F>>"
+        );
+        assert_eq!(short_type_name("serde_json::value::Value"), "Value");
+    }
 
     #[test]
     fn warnings_and_statuses() {
