@@ -607,6 +607,25 @@ impl Manager {
             }
         }
 
+        if let Some(le) = &self.leader_election {
+            // leader_election_master_status{name}: 0 while standing by, 1 while leading.
+            let (gauge, name) = (self.metrics.leader.clone(), le.name.clone());
+            let mut leading = shared.leading.subscribe();
+            let done = servers_cancel.clone();
+            servers.spawn(async move {
+                loop {
+                    gauge.set_leading(&name, *leading.borrow_and_update());
+                    tokio::select! {
+                        () = done.cancelled() => return,
+                        changed = leading.changed() => {
+                            if changed.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
         tracing::info!(controllers = ?shared.runnables.iter().map(|r| r.name()).collect::<Vec<_>>(), "starting manager");
         match (&elector, &self.leader_election) {
             (Some(elector), Some(le)) => {

@@ -330,6 +330,8 @@ pub struct Metrics {
     pub queue: QueueMetrics,
     /// `rest_client_*`.
     pub client: ClientMetrics,
+    /// `leader_election_master_status`.
+    pub leader: LeaderMetrics,
 }
 
 impl Metrics {
@@ -339,7 +341,43 @@ impl Metrics {
             controller: ControllerMetrics::register(registry),
             queue: QueueMetrics::register(registry),
             client: ClientMetrics::register(registry),
+            leader: LeaderMetrics::register(registry),
         }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: String,
+}
+
+/// client-go's leader-election gauge, as controller-runtime registers it:
+/// `leader_election_master_status{name}` is 1 while this process holds the lease `name`,
+/// 0 while it stands by.
+#[derive(Clone, Debug)]
+pub struct LeaderMetrics {
+    status: Family<LeaseLabels, Gauge>,
+}
+
+impl LeaderMetrics {
+    /// Creates the family and registers it (once per registry).
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            status: Family::default(),
+        };
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            m.status.clone(),
+        );
+        m
+    }
+
+    /// Records whether this process leads through the lease `name`.
+    pub fn set_leading(&self, name: &str, leading: bool) {
+        self.status
+            .get_or_create(&LeaseLabels { name: name.into() })
+            .set(i64::from(leading));
     }
 }
 

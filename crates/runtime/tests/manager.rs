@@ -529,10 +529,12 @@ async fn leader_election_hands_over_on_cancel() {
     let reports = Reports::new();
     let leaders = Leaders::new();
     let mut running = Vec::new();
+    let mut metrics = Vec::new();
     for id in ["mgr-a", "mgr-b"] {
         let mut manager = Manager::builder(env.client())
             .leader_election(elected(&ns, &lease, id))
             .health_addr(local())
+            .metrics_addr(local())
             .build()
             .unwrap();
         let controller = manager
@@ -545,6 +547,7 @@ async fn leader_election_hands_over_on_cancel() {
         manager.add(controller, ok_reconcile, Arc::new(())).unwrap();
         leaders.follow(id, manager.leading());
         let health = manager.health_addr().unwrap();
+        metrics.push((id, manager.metrics_addr().unwrap()));
         let (cancel, handle) = spawn_manager(manager);
         running.push((id, cancel, handle, health));
     }
@@ -566,6 +569,13 @@ async fn leader_election_hands_over_on_cancel() {
     assert!(body.contains("[+]leaderElection ok\n"), "{body}");
     // The standby has nothing to sync: ready, so a rollout can proceed.
     assert_eq!(http_get(second_health, "/readyz").await.0, 200);
+    // leader_election_master_status: 1 on the leader, 0 on the standby.
+    let series = format!("leader_election_master_status{{name=\"{lease}\"}}");
+    for (id, addr) in &metrics {
+        let (_, _, text) = http_get(*addr, "/metrics").await;
+        let want = if *id == first { 1.0 } else { 0.0 };
+        assert_eq!(sample(&text, &series), want, "{id}: {text}");
+    }
     assert!(
         reports.snapshot().iter().all(|(m, _)| *m == first),
         "the standby reconciled"
