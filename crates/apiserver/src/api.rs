@@ -786,7 +786,15 @@ impl ApiServer {
                     p.truncate(253 - 5);
                     format!("{p}{}", random_suffix())
                 }
-                (None, None) => unreachable_name(),
+                (None, None) => {
+                    return Err(ApiError::invalid_field(
+                        def,
+                        "",
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "name or generateName is required",
+                    ));
+                }
             };
             if let Err(msg) = meta::validate_name(def, &name) {
                 let field = if given.is_some() {
@@ -1237,12 +1245,6 @@ fn exists_error(def: &ResourceDef, name: &str, existing: &Value) -> ApiError {
         e.0.message = format!("object is being deleted: {}", e.0.message);
     }
     e
-}
-
-#[allow(clippy::panic)]
-fn unreachable_name() -> String {
-    // Checked above: a name or a generateName is always present here.
-    panic!("neither name nor generateName")
 }
 
 fn random_suffix() -> String {

@@ -6,8 +6,12 @@ use crate::registry::ResourceDef;
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value, json};
 
-/// `metadata` as a map (created when absent).
+/// `metadata` as a map, created when absent; a value that is not an object (as object
+/// or as metadata) is replaced by an empty one, so this never fails.
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
     if !obj.get("metadata").is_some_and(Value::is_object)
         && let Some(o) = obj.as_object_mut()
     {
@@ -21,8 +25,8 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 
 #[allow(clippy::panic)]
 fn unreachable_meta() -> ! {
-    // meta_mut is only called on JSON objects checked by the caller.
-    panic!("metadata requested on a non-object value")
+    // Both levels were made objects just above.
+    panic!("metadata is an object by construction")
 }
 
 /// A string field of `metadata`.
