@@ -394,6 +394,14 @@ async fn handle(
     if let Ok(v) = HeaderValue::from_str(&audit) {
         resp.headers_mut().insert("audit-id", v);
     }
+    // Like kube-apiserver's WithCacheControl filter: API responses are not cacheable
+    // unless a handler said otherwise (aggregated discovery is `public`).
+    if !resp.headers().contains_key(http::header::CACHE_CONTROL) {
+        resp.headers_mut().insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        );
+    }
     if accepts_gzip {
         resp = maybe_gzip(resp).await;
     }

@@ -33,6 +33,9 @@ async fn tls_with_token_negotiates_http2() {
         .await
         .unwrap();
     assert_eq!(resp.version(), http::Version::HTTP_2, "ALPN should pick h2");
+    // kube-apiserver's response headers: an audit id and no caching.
+    assert!(resp.headers().contains_key("audit-id"));
+    assert_eq!(resp.headers()["cache-control"], "no-cache, private");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     cms.list(&ListParams::default()).await.unwrap();
     // Several watches share the one HTTP/2 connection and all work.
