@@ -267,8 +267,16 @@ impl ApiServer {
 
     /// Serves a resource request.
     pub(crate) async fn serve_resource(self: &Arc<Self>, req: Req, t: Target) -> Response<Body> {
+        let watch = req.q("watch").is_some_and(|w| w != "false" && w != "0") || t.legacy_watch;
+        let format = h::negotiate(&req, t.name.is_none() || watch).unwrap_or(Format::Json);
         if let Err(e) = self.authorize(&req, &t) {
-            return h::error_response(&e);
+            return h::error_response_as(&e, &format);
+        }
+        // Like kube-apiserver: protobuf only for built-in kinds; others need JSON allowed.
+        if format == (Format::Protobuf { json: false }) && !t.def.protobuf() {
+            return h::error_response(&ApiError::not_acceptable(
+                "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+            ));
         }
         let result = match (&req.method, &t.name, &t.sub) {
             (&http::Method::GET, None, None)
@@ -301,7 +309,7 @@ impl ApiServer {
         };
         match result {
             Ok(r) => r,
-            Err(e) => h::error_response(&e),
+            Err(e) => h::error_response_as(&e, &format),
         }
     }
 
@@ -1016,7 +1024,8 @@ impl ApiServer {
         name: &str,
     ) -> Result<Response<Body>, ApiError> {
         let opts = crate::delete::DeleteOptions::parse(req)?;
-        let r = crate::delete::delete_one(self, &t.def, t.ns(), name, &opts)?;
+        let r =
+            crate::delete::delete_one(self, &t.def, t.ns(), name, &opts, &h::object_format(req))?;
         self.kick.notify_one();
         Ok(r)
     }
@@ -1049,7 +1058,7 @@ impl ApiServer {
         Ok(h::encode(
             StatusCode::OK,
             &json!({"kind": t.def.list_kind(), "apiVersion": t.def.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": deleted}),
-            &Format::Json,
+            &h::object_format(req),
         ))
     }
 }

@@ -115,11 +115,12 @@ pub fn delete_one(
     ns: &str,
     name: &str,
     o: &DeleteOptions,
+    format: &Format,
 ) -> Result<Response<Body>, ApiError> {
     let (removed, obj) = delete_obj(srv, def, ns, name, o)?;
     let obj = srv.present(def, &obj);
     if !removed || def.delete_returns_object {
-        return Ok(h::encode(StatusCode::OK, &obj, &Format::Json));
+        return Ok(h::encode(StatusCode::OK, &obj, format));
     }
     let mut details =
         json!({"name": name, "kind": def.plural, "uid": meta_str(&obj, "uid").unwrap_or("")});
@@ -129,7 +130,7 @@ pub fn delete_one(
     Ok(h::encode(
         StatusCode::OK,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
-        &Format::Json,
+        format,
     ))
 }
 

@@ -237,7 +237,11 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
     if body.get("metadata").is_none() {
         body["metadata"] = json!({});
     }
-    Ok(h::encode(StatusCode::CREATED, &body, &Format::Json))
+    Ok(h::encode(
+        StatusCode::CREATED,
+        &body,
+        &h::object_format(req),
+    ))
 }
 
 /// POST to an object's subresource (`pods/eviction`, `pods/binding`, `serviceaccounts/token`).
@@ -257,7 +261,7 @@ pub fn create_subresource(
             Ok(h::encode(
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-                &Format::Json,
+                &h::object_format(req),
             ))
         }
         ("", "pods", "binding") => {
@@ -278,7 +282,7 @@ pub fn create_subresource(
             Ok(h::encode(
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-                &Format::Json,
+                &h::object_format(req),
             ))
         }
         ("", "serviceaccounts", "token") => {
@@ -307,7 +311,11 @@ pub fn create_subresource(
                 "token": token,
                 "expirationTimestamp": exp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             });
-            Ok(h::encode(StatusCode::CREATED, &body, &Format::Json))
+            Ok(h::encode(
+                StatusCode::CREATED,
+                &body,
+                &h::object_format(req),
+            ))
         }
         _ => Err(ApiError::path_not_found()),
     }

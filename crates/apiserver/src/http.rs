@@ -59,7 +59,16 @@ pub enum Format {
     PartialMetaList,
     /// Aggregated discovery `APIGroupDiscoveryList` (with the version named).
     Discovery(&'static str),
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`); `json` tells whether
+    /// the client also accepts JSON, the answer for kinds without a protobuf message.
+    Protobuf {
+        /// JSON is acceptable too.
+        json: bool,
+    },
 }
+
+/// The Kubernetes protobuf media type.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 struct MediaRange {
     essence: String,
@@ -91,7 +100,17 @@ pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
         return Ok(Format::Json);
     };
     let ranges = parse_accept(accept);
-    for r in &ranges {
+    for (i, r) in ranges.iter().enumerate() {
+        // Objects and lists only: Table and PartialObjectMetadata are served as JSON.
+        if r.essence == PROTOBUF && !r.params.contains_key("as") {
+            let json = ranges[i + 1..].iter().any(|r| {
+                matches!(
+                    r.essence.as_str(),
+                    "application/json" | "*/*" | "application/*"
+                ) && !r.params.contains_key("as")
+            });
+            return Ok(Format::Protobuf { json });
+        }
         let json_like = matches!(
             r.essence.as_str(),
             "application/json" | "*/*" | "application/*"
@@ -120,8 +139,17 @@ pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
         }
     }
     Err(ApiError::not_acceptable(
-        "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
     ))
+}
+
+/// The format of a response that is always a whole object: protobuf when negotiated,
+/// else JSON.
+pub fn object_format(req: &Req) -> Format {
+    match negotiate(req, false) {
+        Ok(f @ Format::Protobuf { .. }) => f,
+        _ => Format::Json,
+    }
 }
 
 /// Negotiates discovery documents: aggregated v2 (or v2beta1) or legacy.
@@ -165,8 +193,15 @@ pub fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<B
     resp
 }
 
-/// Serialises a value as JSON or YAML.
+/// Serialises a value as JSON, YAML or protobuf (JSON for kinds without a protobuf
+/// message).
 pub fn encode(code: StatusCode, v: &Value, format: &Format) -> Response<Body> {
+    if let Format::Protobuf { .. } = format {
+        match crate::protobuf::encode(v) {
+            Ok(body) => return response(code, PROTOBUF, Bytes::from(body)),
+            Err(e) => tracing::debug!("answering JSON: {e}"),
+        }
+    }
     if *format == Format::Yaml
         && let Ok(text) = serde_saphyr::to_string(v)
     {
@@ -178,12 +213,27 @@ pub fn encode(code: StatusCode, v: &Value, format: &Format) -> Response<Body> {
 
 /// Renders an error.
 pub fn error_response(e: &ApiError) -> Response<Body> {
-    let body = serde_json::to_vec(&e.0).unwrap_or_default();
-    let mut resp = response(
-        StatusCode::from_u16(e.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        "application/json",
-        Bytes::from(body),
-    );
+    error_response_as(e, &Format::Json)
+}
+
+/// Renders an error as JSON or, for protobuf clients, as a protobuf `Status`.
+pub fn error_response_as(e: &ApiError, format: &Format) -> Response<Body> {
+    let code = StatusCode::from_u16(e.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = match format {
+        Format::Protobuf { .. } => {
+            let mut v = serde_json::to_value(&e.0).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("apiVersion".into(), Value::String("v1".into()));
+                o.insert("kind".into(), Value::String("Status".into()));
+            }
+            encode(code, &v, format)
+        }
+        _ => response(
+            code,
+            "application/json",
+            Bytes::from(serde_json::to_vec(&e.0).unwrap_or_default()),
+        ),
+    };
     resp.headers_mut().insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),

@@ -134,7 +134,7 @@ pub fn patch(
         return Ok(h::encode(
             StatusCode::OK,
             &crate::extra::to_scale(&t.def, &stored)?,
-            &Format::Json,
+            &h::object_format(req),
         ));
     }
     // A resourceVersion in the patch is a precondition; otherwise patch the latest.
@@ -664,7 +664,7 @@ fn apply(
         let mut resp = h::encode(
             StatusCode::CREATED,
             &srv.present(&t.def, &stored),
-            &Format::Json,
+            &h::object_format(req),
         );
         add_warnings(&mut resp, &wo.warnings);
         srv.kick.notify_one();
@@ -761,7 +761,11 @@ fn apply(
     apply_merge(&mut next, &applied_body, ty, false);
     wo.apply = Some((applied_paths, force));
     let (_, stored) = srv.update_object(&t.def, &ns, name, sub, next, &wo, false)?;
-    let mut resp = h::encode(StatusCode::OK, &srv.present(&t.def, &stored), &Format::Json);
+    let mut resp = h::encode(
+        StatusCode::OK,
+        &srv.present(&t.def, &stored),
+        &h::object_format(req),
+    );
     add_warnings(&mut resp, &wo.warnings);
     srv.kick.notify_one();
     Ok(resp)

@@ -27,7 +27,13 @@ const F_OMIT_EMPTY: u8 = 4;
 const F_OMIT_ZERO: u8 = 8;
 const F_DEFAULT: u8 = 16;
 
+pub(crate) mod encode;
+#[cfg(test)]
+mod http_tests;
+pub use encode::{encode, supports};
+
 const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.";
+const LIST_META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta";
 const APIEXT: &str = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.";
 
 /// Decodes a Kubernetes protobuf body into the JSON object a JSON client would send,
@@ -125,13 +131,19 @@ fn decode_at(body: &[u8], depth: usize) -> Result<Value> {
             .kinds
             .get(&key)
             .or_else(|| schema.meta_kinds.get(&kind))
-            .copied()
-            .ok_or_else(|| {
-                Error::new(format!(
+            .copied();
+        let item = kind
+            .strip_suffix("List")
+            .and_then(|k| schema.kinds.get(&format!("{api_version}/{k}")).copied());
+        match (idx, item) {
+            (Some(idx), _) => decode_message(schema, idx, raw, depth + 1)?,
+            (None, Some(item)) => decode_list(schema, item, raw, depth + 1)?,
+            (None, None) => {
+                return Err(Error::new(format!(
                     "no protobuf schema for kind {kind:?} in {api_version:?}"
-                ))
-            })?;
-        decode_message(schema, idx, raw, depth + 1)?
+                )));
+            }
+        }
     };
     if let Value::Object(m) = &mut obj {
         if !api_version.is_empty() {
@@ -140,6 +152,40 @@ fn decode_at(body: &[u8], depth: usize) -> Result<Value> {
         m.insert("kind".into(), Value::String(kind));
     }
     Ok(obj)
+}
+
+/// A `<Kind>List`: {metadata ListMeta = 1; repeated <Kind> items = 2}.
+fn decode_list(schema: &Schema, item: usize, data: &[u8], depth: usize) -> Result<Value> {
+    let list_meta = schema
+        .messages
+        .iter()
+        .position(|m| m.name == LIST_META)
+        .ok_or_else(|| Error::new("no ListMeta message"))?;
+    let mut meta: Vec<u8> = Vec::new();
+    let mut items = Vec::new();
+    let mut r = Reader::new(data);
+    while let Some((num, wire)) = r.key()? {
+        match (num, wire) {
+            (1, 2) => meta.extend_from_slice(r.bytes()?),
+            (2, 2) => items.push(
+                decode_message(schema, item, r.bytes()?, depth + 1)
+                    .map_err(|e| e.at(&format!("items[{}]", items.len())))?,
+            ),
+            (1 | 2, _) => {
+                return Err(Error::new(format!(
+                    "wire type {wire} is wrong for field {num} of a list"
+                )));
+            }
+            _ => r.skip(wire)?,
+        }
+    }
+    let mut obj = Map::new();
+    obj.insert(
+        "metadata".into(),
+        decode_message(schema, list_meta, &meta, depth + 1).map_err(|e| e.at("metadata"))?,
+    );
+    obj.insert("items".into(), Value::Array(items));
+    Ok(Value::Object(obj))
 }
 
 // ---------------------------------------------------------------------------------------

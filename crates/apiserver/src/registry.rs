@@ -80,6 +80,10 @@ impl ResourceDef {
             format!("{}.{}", self.plural, self.group)
         }
     }
+    /// Whether the kind has a protobuf message (built-in kinds, not custom resources).
+    pub fn protobuf(&self) -> bool {
+        self.crd.is_none() && crate::protobuf::supports(&self.api_version(), &self.kind)
+    }
     /// `<Kind>List`.
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
