@@ -4,58 +4,31 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use kubewright_apiserver::TestServer;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+mod support;
 
+use support::{Kubectl, have_kubectl, rand_u64};
+
+/// kubectl with a namespace of its own (deleted at the end).
 struct Env {
-    kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
-    _server: Option<TestServer>,
+    kubectl: Kubectl,
     ns: String,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Kubectl;
+    fn deref(&self) -> &Kubectl {
+        &self.kubectl
+    }
 }
 
 impl Env {
     async fn start() -> Option<Self> {
-        let ok = Command::new("kubectl")
-            .args(["version", "--client"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("skipping: kubectl is not installed");
+        if !have_kubectl() {
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let (kubeconfig, server) = match std::env::var("KUBEWRIGHT_TEST_KUBECONFIG") {
-            Ok(p) if !p.is_empty() => (PathBuf::from(p), None),
-            _ => {
-                let s = TestServer::builder()
-                    .tls(true)
-                    .token("bad-input-token")
-                    .start()
-                    .await
-                    .unwrap();
-                let kc = dir.path().join("kubeconfig");
-                s.write_kubeconfig(&kc).unwrap();
-                (kc, Some(s))
-            }
-        };
-        let ns = format!(
-            "kwbad-{:08x}",
-            std::process::id()
-                ^ (std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos())
-        );
         let env = Self {
-            kubeconfig,
-            dir,
-            _server: server,
-            ns,
+            kubectl: Kubectl::start().await,
+            ns: format!("kwbad-{:08x}", rand_u64() as u32),
         };
         let (ok, _, err) = env.kubectl(&["create", "namespace", &env.ns], None);
         assert!(ok, "{err}");
@@ -63,26 +36,7 @@ impl Env {
     }
 
     fn kubectl(&self, args: &[&str], stdin: Option<&[u8]>) -> (bool, String, String) {
-        let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
-        cmd.env("KUBECACHEDIR", self.dir.path().join("cache"));
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(input) = stdin {
-            child.stdin.take().unwrap().write_all(input).unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        self.run(args, stdin.map(|b| std::str::from_utf8(b).unwrap()))
     }
 
     /// POSTs a raw body to the configmaps collection; returns kubectl's stderr.
