@@ -6,7 +6,8 @@
 //!   with the resource paths (operations with `x-kubernetes-action`,
 //!   `x-kubernetes-group-version-kind`, query parameters such as `fieldValidation`, patch
 //!   content types) and the component schemas they reach;
-//! - `/openapi/v2`: one Swagger 2.0 document with every path and definition (JSON only).
+//! - `/openapi/v2`: one Swagger 2.0 document with every path and definition, as JSON or
+//!   as the gnostic protobuf message kubectl downloads for client-side validation.
 //!
 //! Built-in schemas come from k8s-openapi's `schemars` implementations, with the list, map
 //! and patch extensions kube-apiserver adds (`x-kubernetes-patch-merge-key`, ...); custom
@@ -16,6 +17,7 @@
 
 mod k8s_ext;
 mod paths;
+mod proto_v2;
 mod schemas;
 
 use crate::api::ApiServer;
@@ -33,6 +35,9 @@ use std::sync::{Arc, LazyLock, Mutex};
 /// The Kubernetes version the documents claim.
 const K8S_VERSION: &str = "v1.32.0";
 const PROTO_V2: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// The content type kube-apiserver answers for either protobuf spelling (Go's
+/// `mime.ParseMediaType` rejects the `@` of the other).
+const PROTO_V2_CT: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 const PROTO_V3: &str = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf";
 const CRD_STORAGE_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
@@ -348,17 +353,65 @@ fn not_modified(req: &Req, doc: &Doc) -> Option<Response<Body>> {
     Some(r)
 }
 
-fn serve_v2(srv: &ApiServer, req: &Req) -> Response<Body> {
-    if !accepts_json(req) {
-        return not_acceptable(PROTO_V2);
+/// Whether the client's first acceptable type for `/openapi/v2` is the protobuf form
+/// (`None`: neither that nor JSON is accepted).
+fn wants_v2_proto(req: &Req) -> Option<bool> {
+    let Some(accept) = req.header("accept").filter(|a| !a.trim().is_empty()) else {
+        return Some(false);
+    };
+    accept.split(',').find_map(|part| {
+        let essence = part.split(';').next().unwrap_or("").trim();
+        match essence.to_ascii_lowercase().as_str() {
+            "application/json" | "*/*" | "application/*" => Some(false),
+            // The `@` spelling (kubectl's) is the deprecated one; both are served.
+            PROTO_V2 | "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" => Some(true),
+            _ => None,
+        }
+    })
+}
+
+/// The protobuf form of the current v2 document, cached by the JSON document's hash.
+fn v2_proto(doc: &Doc) -> Arc<Doc> {
+    /// (hash of the JSON document, its protobuf form).
+    type Cached = Option<(String, Arc<Doc>)>;
+    static PROTO: Mutex<Cached> = Mutex::new(None);
+    if let Some((h, d)) = &*PROTO.lock().unwrap_or_else(|e| e.into_inner())
+        && *h == doc.hash
+    {
+        return d.clone();
     }
+    let json: Value = serde_json::from_slice(&doc.body).unwrap_or(Value::Null);
+    let body = proto_v2::document(&json);
+    let d = Arc::new(Doc {
+        hash: hash_hex(&body),
+        body: Bytes::from(body),
+    });
+    *PROTO.lock().unwrap_or_else(|e| e.into_inner()) = Some((doc.hash.clone(), d.clone()));
+    d
+}
+
+fn serve_v2(srv: &ApiServer, req: &Req) -> Response<Body> {
+    let Some(proto) = wants_v2_proto(req) else {
+        return h::error_response(&ApiError::not_acceptable(format!(
+            "only the following media types are accepted: application/json, {PROTO_V2}"
+        )));
+    };
     let all = snapshot(srv);
     let fp: String = all.values().map(|e| fingerprint(e)).collect();
     let doc = cached("v2".into(), fp, || build_v2(&all));
-    if let Some(r) = not_modified(req, &doc) {
+    if !proto {
+        if let Some(r) = not_modified(req, &doc) {
+            return r;
+        }
+        return json_response(&doc);
+    }
+    let pb = v2_proto(&doc);
+    if let Some(r) = not_modified(req, &pb) {
         return r;
     }
-    json_response(&doc)
+    let mut r = h::response(StatusCode::OK, PROTO_V2_CT, pb.body.clone());
+    set_etag(&mut r, &pb.hash);
+    r
 }
 
 fn serve_v3_index(srv: &ApiServer, req: &Req) -> Response<Body> {
@@ -704,9 +757,9 @@ mod tests {
     #[tokio::test]
     async fn v2_document() {
         let srv = server();
-        let (code, _, _) = call(&srv, "/openapi/v2", &[], Some(PROTO_V2)).await;
+        let (code, _, _) = call(&srv, "/openapi/v2", &[], Some("application/xml")).await;
         assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
-        let accept = format!("{PROTO_V2}, application/json");
+        let accept = format!("application/json, {PROTO_V2}");
         let (code, headers, doc) = call(&srv, "/openapi/v2", &[], Some(&accept)).await;
         assert_eq!(code, StatusCode::OK);
         assert_eq!(hdr(&headers, header::CONTENT_TYPE), "application/json");
@@ -726,6 +779,121 @@ mod tests {
         assert!(param_names(patch).contains(&"fieldValidation".to_string()));
         assert!(param_names(patch).contains(&"body".to_string()));
         assert_eq!(patch["x-kubernetes-action"], "patch");
+    }
+
+    /// The fields of a protobuf message: (number, varint or bytes).
+    fn pb_fields(mut b: &[u8]) -> Vec<(u32, Result<u64, Vec<u8>>)> {
+        fn varint(b: &mut &[u8]) -> u64 {
+            let mut v = 0u64;
+            for i in 0.. {
+                let x = b[0];
+                *b = &b[1..];
+                v |= u64::from(x & 0x7f) << (7 * i);
+                if x & 0x80 == 0 {
+                    break;
+                }
+            }
+            v
+        }
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            let k = varint(&mut b);
+            let num = (k >> 3) as u32;
+            match k & 7 {
+                0 => out.push((num, Ok(varint(&mut b)))),
+                1 => {
+                    out.push((num, Ok(u64::from_le_bytes(b[..8].try_into().unwrap()))));
+                    b = &b[8..];
+                }
+                2 => {
+                    let n = varint(&mut b) as usize;
+                    out.push((num, Err(b[..n].to_vec())));
+                    b = &b[n..];
+                }
+                w => panic!("wire type {w}"),
+            }
+        }
+        out
+    }
+
+    fn pb_get(b: &[u8], num: u32) -> Vec<Vec<u8>> {
+        pb_fields(b)
+            .into_iter()
+            .filter(|(n, _)| *n == num)
+            .filter_map(|(_, v)| v.err())
+            .collect()
+    }
+
+    /// A `Named*` entry's value by name.
+    fn pb_named(entries: &[Vec<u8>], name: &str) -> Option<Vec<u8>> {
+        entries.iter().find_map(|e| {
+            (pb_get(e, 1).first().map(Vec::as_slice) == Some(name.as_bytes()))
+                .then(|| pb_get(e, 2).into_iter().next().unwrap_or_default())
+        })
+    }
+
+    #[tokio::test]
+    async fn v2_document_as_protobuf() {
+        let srv = server();
+        let (json_code, json_headers, doc) = call(&srv, "/openapi/v2", &[], None).await;
+        assert_eq!(json_code, StatusCode::OK);
+        for accept in [
+            PROTO_V2.to_string(),
+            format!("{PROTO_V2}, application/json"),
+            PROTO_V2_CT.to_string(),
+        ] {
+            let resp = serve(&srv, &req("/openapi/v2", &[], Some(&accept))).unwrap();
+            let (parts, body) = resp.into_parts();
+            assert_eq!(parts.status, StatusCode::OK);
+            assert_eq!(hdr(&parts.headers, header::CONTENT_TYPE), PROTO_V2_CT);
+            let etag = hdr(&parts.headers, header::ETAG).to_string();
+            assert_ne!(etag, hdr(&json_headers, header::ETAG));
+            let pb = body.collect().await.unwrap().to_bytes();
+            // Document{swagger = 1, info = 2, paths = 8, definitions = 9}.
+            assert_eq!(pb_get(&pb, 1), [b"2.0".to_vec()]);
+            let info = &pb_get(&pb, 2)[0];
+            assert_eq!(pb_get(info, 1), [b"Kubernetes".to_vec()]);
+            let defs = pb_get(&pb_get(&pb, 9)[0], 1);
+            assert_eq!(defs.len(), doc["definitions"].as_object().unwrap().len());
+            let ssar = pb_named(&defs, "io.k8s.api.authorization.v1.SelfSubjectAccessReview")
+                .expect("SelfSubjectAccessReview defined");
+            // Schema{type = 22 TypeItem{value = 1}, properties = 25, vendor_extension = 31}.
+            assert_eq!(pb_get(&pb_get(&ssar, 22)[0], 1), [b"object".to_vec()]);
+            let props = pb_get(&pb_get(&ssar, 25)[0], 1);
+            let spec = pb_named(&props, "spec").unwrap();
+            assert_eq!(
+                pb_get(&spec, 1),
+                [
+                    b"#/definitions/io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec"
+                        .to_vec()
+                ]
+            );
+            let gvk = pb_named(&pb_get(&ssar, 31), "x-kubernetes-group-version-kind").unwrap();
+            // Any{yaml = 2}: the JSON text.
+            let yaml: Value = serde_json::from_slice(&pb_get(&gvk, 2)[0]).unwrap();
+            assert_eq!(
+                yaml,
+                json!([{"group": "authorization.k8s.io", "kind": "SelfSubjectAccessReview", "version": "v1"}])
+            );
+            let paths = pb_get(&pb_get(&pb, 8)[0], 2);
+            assert_eq!(paths.len(), doc["paths"].as_object().unwrap().len());
+            // PathItem{patch = 8} with Operation{parameters = 8}.
+            let item = pb_named(
+                &paths,
+                "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+            )
+            .unwrap();
+            let patch = &pb_get(&item, 8)[0];
+            assert_eq!(pb_get(patch, 8).len(), doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]["parameters"].as_array().unwrap().len());
+            // Cached: the same bytes again, and 304 for the ETag.
+            let again = serve(&srv, &req("/openapi/v2", &[], Some(&accept))).unwrap();
+            let again = again.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(again, pb);
+            let mut r = req("/openapi/v2", &[], Some(&accept));
+            r.headers
+                .insert(header::IF_NONE_MATCH, HeaderValue::from_str(&etag).unwrap());
+            assert_eq!(serve(&srv, &r).unwrap().status(), StatusCode::NOT_MODIFIED);
+        }
     }
 
     #[tokio::test]

@@ -940,3 +940,41 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}}
         "{err}"
     );
 }
+
+/// Kinds without a PATCH endpoint (SelfSubjectAccessReview, ...) cannot use server-side
+/// field validation, so kubectl validates them itself against `/openapi/v2`, which it
+/// downloads only as protobuf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_kinds_validated_client_side() {
+    if !have_kubectl() {
+        return;
+    }
+    let env = Env::start().await;
+    let file = env.dir.path().join("ssar.json");
+    std::fs::write(
+        &file,
+        r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"verb":"list","resource":"pods","namespace":"default"}}}"#,
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let out = env.json(&["create", "-f", f]);
+    assert_eq!(out["kind"], "SelfSubjectAccessReview");
+    assert_eq!(out["spec"]["resourceAttributes"]["verb"], "list");
+    assert!(out["status"]["allowed"].is_boolean(), "{out}");
+
+    // A field the schema does not have is reported by kubectl's own validation.
+    std::fs::write(
+        &file,
+        r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"bogus":1,"resourceAttributes":{"verb":"list","resource":"pods"}}}"#,
+    )
+    .unwrap();
+    let (ok, _, err) = env.run(&["create", "-f", f, "-o", "json"], None);
+    assert!(!ok);
+    assert!(
+        err.contains(r#"unknown field "bogus""#) && err.contains("--validate=false"),
+        "{err}"
+    );
+    // With validation off the server ignores it, as kube-apiserver does.
+    let out = env.ok(&["create", "-f", f, "-o", "json", "--validate=false"], None);
+    assert!(out.contains("SelfSubjectAccessReview"));
+}
