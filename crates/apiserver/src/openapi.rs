@@ -364,7 +364,7 @@ fn wants_v2_proto(req: &Req) -> Option<bool> {
         match essence.to_ascii_lowercase().as_str() {
             "application/json" | "*/*" | "application/*" => Some(false),
             // The `@` spelling (kubectl's) is the deprecated one; both are served.
-            PROTO_V2 | "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" => Some(true),
+            PROTO_V2 | PROTO_V2_CT => Some(true),
             _ => None,
         }
     })

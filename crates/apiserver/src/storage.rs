@@ -38,6 +38,8 @@ pub struct Event {
     /// The object as served JSON, rendered once for all watchers of one version:
     /// (version, bytes).
     pub rendered: std::sync::OnceLock<(String, bytes::Bytes)>,
+    /// The same as Kubernetes protobuf (`k8s\0` + runtime.Unknown), for protobuf watchers.
+    pub rendered_pb: std::sync::OnceLock<(String, bytes::Bytes)>,
 }
 
 /// Outcome of a read-modify-write closure.
@@ -393,6 +395,7 @@ impl Storage {
             object,
             prev,
             rendered: std::sync::OnceLock::new(),
+            rendered_pb: std::sync::OnceLock::new(),
         });
         inner.history.push_back(ev.clone());
         while inner.history.len() > self.history_cap {

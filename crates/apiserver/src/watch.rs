@@ -52,7 +52,14 @@ fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, Api
     let format = h::negotiate(&req, true)?;
     let format = match format {
         Format::PartialMetaList => Format::PartialMeta,
+        // Custom resources have no protobuf form: JSON (406 without it was answered before).
+        Format::Protobuf { .. } if !t.def.protobuf() => Format::Json,
         f => f,
+    };
+    let ct = match &format {
+        Format::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
+        Format::Protobuf { .. } => "application/vnd.kubernetes.protobuf;stream=watch",
+        _ => "application/json",
     };
     let send_initial = req.q("sendInitialEvents").map(|v| v == "true");
     let rv_match = req.q("resourceVersionMatch").filter(|s| !s.is_empty());
@@ -139,13 +146,8 @@ fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, Api
     });
     let mut resp = Response::new(StreamBody::new(stream).boxed());
     *resp.status_mut() = StatusCode::OK;
-    let ct = match &spec_format_ct(&req) {
-        Some(ct) => ct.clone(),
-        None => "application/json".to_string(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&ct) {
-        resp.headers_mut().insert(header::CONTENT_TYPE, v);
-    }
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     resp.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
@@ -153,16 +155,11 @@ fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, Api
     Ok(resp)
 }
 
-fn spec_format_ct(req: &Req) -> Option<String> {
-    match h::negotiate(req, true).ok()? {
-        Format::Table => Some("application/json;as=Table;v=v1;g=meta.k8s.io".into()),
-        _ => None,
-    }
-}
-
 struct Writer {
     tx: mpsc::Sender<Bytes>,
     first_table: bool,
+    /// Protobuf frames instead of JSON lines.
+    proto: bool,
     /// Frames not yet handed to the connection: events that are ready together are
     /// written as one chunk.
     pending: Vec<u8>,
@@ -202,6 +199,21 @@ impl Writer {
         kind: &str,
         ev: &Event,
     ) -> bool {
+        if let Format::Protobuf { .. } = spec.format {
+            let (version, bytes) = ev.rendered_pb.get_or_init(|| {
+                let v = crate::protobuf::encode(&srv.present(&spec.def, &ev.object))
+                    .unwrap_or_default();
+                (spec.def.version.clone(), Bytes::from(v))
+            });
+            let frame = if *version == spec.def.version {
+                pb_frame(kind, bytes)
+            } else {
+                let v = crate::protobuf::encode(&srv.present(&spec.def, &ev.object))
+                    .unwrap_or_default();
+                pb_frame(kind, &v)
+            };
+            return self.push(frame).await;
+        }
         if spec.format != Format::Json {
             return self.send(srv, spec, kind, &ev.object).await;
         }
@@ -243,7 +255,20 @@ impl Writer {
         self.tx.send(chunk).await.is_ok()
     }
 
+    /// Sends one `{"type", "object"}` event: a JSON line, or a length-prefixed protobuf
+    /// WatchEvent for protobuf watchers.
     async fn raw(&mut self, v: Value) -> bool {
+        if self.proto {
+            let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+            let obj = v.get("object").unwrap_or(&Value::Null);
+            return match crate::protobuf::encode(obj) {
+                Ok(bytes) => self.push(pb_frame(kind, &bytes)).await,
+                Err(e) => {
+                    tracing::warn!("watch event not encodable as protobuf: {e}");
+                    true
+                }
+            };
+        }
         let mut buf = serde_json::to_vec(&v).unwrap_or_default();
         buf.push(b'\n');
         self.push(buf).await
@@ -264,6 +289,23 @@ impl Writer {
         };
         self.raw(json!({"type": "BOOKMARK", "object": obj})).await
     }
+}
+
+/// A protobuf watch frame: a 4-byte big-endian length, then
+/// `metav1.WatchEvent{type = 1, object = 2: RawExtension{raw = 1}}` (no envelope of its
+/// own; the object inside is a full `k8s\0` + runtime.Unknown body), as client-go's
+/// length-delimited framer reads it.
+fn pb_frame(kind: &str, object: &[u8]) -> Vec<u8> {
+    use crate::protobuf::encode::ld;
+    let mut raw = Vec::with_capacity(object.len() + 6);
+    ld(1, object, &mut raw);
+    let mut ev = Vec::with_capacity(raw.len() + kind.len() + 12);
+    ld(1, kind.as_bytes(), &mut ev);
+    ld(2, &raw, &mut ev);
+    let mut frame = Vec::with_capacity(ev.len() + 4);
+    frame.extend_from_slice(&u32::try_from(ev.len()).unwrap_or(u32::MAX).to_be_bytes());
+    frame.extend_from_slice(&ev);
+    frame
 }
 
 fn dummy_req() -> Req {
@@ -290,6 +332,7 @@ async fn run(
     let mut w = Writer {
         tx,
         first_table: true,
+        proto: matches!(spec.format, Format::Protobuf { .. }),
         pending: Vec::new(),
         batching: false,
     };

@@ -286,3 +286,227 @@ async fn custom_resources_fall_back_to_json() {
     let (code, _, _) = c.call("GET", path, PB, None).await;
     assert_eq!(code, 406);
 }
+
+/// Reads length-prefixed protobuf watch frames from a streaming body.
+struct Frames {
+    body: Incoming,
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    /// The next WatchEvent: (type, decoded object).
+    async fn next(&mut self) -> (String, Value) {
+        loop {
+            if self.buf.len() >= 4 {
+                let n = u32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
+                if self.buf.len() >= 4 + n {
+                    let ev: Vec<u8> = self.buf.drain(..4 + n).skip(4).collect();
+                    return watch_event(&ev);
+                }
+            }
+            let frame = tokio::time::timeout(std::time::Duration::from_secs(10), self.body.frame())
+                .await
+                .expect("a watch event in time")
+                .expect("the stream is open")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                self.buf.extend_from_slice(&data);
+            }
+        }
+    }
+}
+
+/// metav1.WatchEvent{type = 1, object = 2: RawExtension{raw = 1}}.
+fn watch_event(ev: &[u8]) -> (String, Value) {
+    fn fields(b: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            let key = b[i];
+            assert_eq!(key & 7, 2, "length-delimited fields only");
+            let (mut n, mut shift) = (0usize, 0);
+            loop {
+                i += 1;
+                n |= usize::from(b[i] & 0x7f) << shift;
+                shift += 7;
+                if b[i] & 0x80 == 0 {
+                    break;
+                }
+            }
+            i += 1;
+            out.push((key >> 3, b[i..i + n].to_vec()));
+            i += n;
+        }
+        out
+    }
+    let f = fields(ev);
+    assert_eq!(f.len(), 2, "type and object");
+    assert_eq!((f[0].0, f[1].0), (1, 2));
+    let raw = fields(&f[1].1);
+    assert_eq!(raw[0].0, 1);
+    (
+        String::from_utf8(f[0].1.clone()).unwrap(),
+        decode(&raw[0].1).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn watch_in_protobuf() {
+    let (server, c) = start().await;
+    let cm = |name: &str, v: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "labels": {"t": "pb"}}, "data": {"v": v}})
+    };
+    c.json(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        cm("a", "1"),
+    )
+    .await;
+    let resp = c
+        .send(
+            "GET",
+            "/api/v1/namespaces/default/configmaps?labelSelector=t%3Dpb&watch=true&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            PB,
+            None,
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    );
+    // A second watcher shares the rendering of each event.
+    let resp2 = c
+        .send(
+            "GET",
+            "/api/v1/namespaces/default/configmaps?labelSelector=t%3Dpb&watch=true&resourceVersion=0",
+            &format!("{PB}, application/json"),
+            None,
+        )
+        .await;
+    let mut w = Frames {
+        body: resp.into_body(),
+        buf: Vec::new(),
+    };
+    let mut w2 = Frames {
+        body: resp2.into_body(),
+        buf: Vec::new(),
+    };
+    let (ty, obj) = w.next().await;
+    assert_eq!(ty, "ADDED");
+    assert_eq!(obj["kind"], "ConfigMap");
+    assert_eq!(obj["metadata"]["name"], "a");
+    assert_eq!(obj["data"], json!({"v": "1"}));
+    let (ty, obj) = w.next().await;
+    assert_eq!(ty, "BOOKMARK");
+    assert_eq!(
+        obj["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(w2.next().await.0, "ADDED");
+
+    c.json(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        cm("b", "2"),
+    )
+    .await;
+    c.json(
+        "PUT",
+        "/api/v1/namespaces/default/configmaps/b",
+        cm("b", "3"),
+    )
+    .await;
+    let (code, _, _) = c
+        .call(
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/b",
+            PB,
+            None,
+        )
+        .await;
+    assert_eq!(code, 200);
+    for w in [&mut w, &mut w2] {
+        let (ty, obj) = w.next().await;
+        assert_eq!((ty.as_str(), &obj["data"]), ("ADDED", &json!({"v": "2"})));
+        let (ty, obj) = w.next().await;
+        assert_eq!(
+            (ty.as_str(), &obj["data"]),
+            ("MODIFIED", &json!({"v": "3"}))
+        );
+        let (ty, obj) = w.next().await;
+        assert_eq!(ty, "DELETED");
+        assert_eq!(obj["metadata"]["name"], "b");
+        assert!(obj["metadata"]["resourceVersion"].as_str().is_some());
+    }
+
+    // A resourceVersion past the history: an ERROR event carrying a Status.
+    let rv = c
+        .json(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            cm("c", "4"),
+        )
+        .await["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.json(
+        "PUT",
+        "/api/v1/namespaces/default/configmaps/c",
+        cm("c", "5"),
+    )
+    .await;
+    server.compact();
+    let resp = c
+        .send(
+            "GET",
+            &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"),
+            PB,
+            None,
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    let mut w = Frames {
+        body: resp.into_body(),
+        buf: Vec::new(),
+    };
+    let (ty, obj) = w.next().await;
+    assert_eq!(ty, "ERROR");
+    assert_eq!(obj["kind"], "Status");
+    assert_eq!(obj["reason"], "Expired");
+    assert_eq!(obj["code"], 410);
+}
+
+#[tokio::test]
+async fn watch_of_a_custom_resource_falls_back_to_json() {
+    let (_server, c) = start().await;
+    c.json(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gadgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Cluster",
+                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}}),
+    )
+    .await;
+    let path = "/apis/example.com/v1/gadgets?watch=true";
+    let mut resp = None;
+    for _ in 0..100 {
+        let r = c
+            .send("GET", path, &format!("{PB}, application/json"), None)
+            .await;
+        if r.status() == 200 {
+            resp = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let resp = resp.expect("the CRD was never established");
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let (code, _, _) = c.call("GET", path, PB, None).await;
+    assert_eq!(code, 406);
+}
