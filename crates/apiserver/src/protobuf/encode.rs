@@ -615,7 +615,7 @@ mod tests {
         };
     }
 
-    const FIXTURES: [(&str, &[u8], &str); 22] = fixtures!(
+    const FIXTURES: [(&str, &[u8], &str); 21] = fixtures!(
         "configmap",
         "secret",
         "secretreg",
@@ -637,7 +637,6 @@ mod tests {
         "cani",
         "cani2",
         "token",
-        "configmap",
     );
 
     /// Decoding then encoding kubectl's bodies gives kubectl's bytes back.
