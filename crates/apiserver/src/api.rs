@@ -776,6 +776,9 @@ impl ApiServer {
         let applied = (operation == "Apply").then(|| fields::paths_of(&obj, ty));
         crate::defaults::on_create(def, &mut obj);
         crate::schema::default_keys(&mut obj, ty);
+        if let Some(crd) = &def.crd {
+            crd.validate_rules(def, &obj, None, &def.version)?;
+        }
         let owned = applied.unwrap_or_else(|| fields::paths_of(&obj, ty));
         meta::record_managed(
             &mut obj,
@@ -940,6 +943,9 @@ impl ApiServer {
             let mut next = merge_for_write(def, cur, &mut obj, sub);
             let ty = crate::schema::for_resource(def, None);
             crate::schema::default_keys(&mut next, ty);
+            if let Some(crd) = &def.crd {
+                crd.validate_rules(def, &next, Some(cur), &def.version)?;
+            }
             // Finalizers may not be added while deleting.
             if cur.pointer("/metadata/deletionTimestamp").is_some() {
                 let old: Vec<&Value> = cur

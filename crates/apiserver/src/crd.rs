@@ -145,6 +145,42 @@ impl CrdSchema {
         }
     }
 
+    /// Evaluates the `x-kubernetes-validations` rules of the version's schema on the object
+    /// about to be stored; `old` is the stored object on updates (422 with a cause per failed
+    /// rule).
+    pub fn validate_rules(
+        &self,
+        def: &ResourceDef,
+        obj: &Value,
+        old: Option<&Value>,
+        version: &str,
+    ) -> Result<(), ApiError> {
+        let Some(schema) = self.schema(version) else {
+            return Ok(());
+        };
+        // Rules see the object as stored, schema defaults applied.
+        let mut obj = obj.clone();
+        self.apply_defaults(&mut obj, version);
+        let old = old.map(|o| {
+            let mut o = o.clone();
+            self.apply_defaults(&mut o, version);
+            o
+        });
+        let mut causes = Vec::new();
+        crate::cel::validate(&obj, schema, old.as_ref(), "", &mut causes);
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                def,
+                obj.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                causes,
+            ))
+        }
+    }
+
     /// Applies schema defaults in place.
     pub fn apply_defaults(&self, obj: &mut Value, version: &str) {
         if let Some(schema) = self.schema(version)
@@ -646,6 +682,31 @@ pub fn validate_crd(def: &ResourceDef, crd: &Value) -> Result<(), ApiError> {
             for o in out {
                 let (field, msg) = o.split_once(": ").unwrap_or((o.as_str(), ""));
                 causes.push(cause("FieldValueInvalid", field, msg.to_string()));
+            }
+            // kube-apiserver hoists a schema all versions share to `spec.validation`, and
+            // reports its rules there.
+            let shared = versions
+                .iter()
+                .all(|o| o.pointer("/schema/openAPIV3Schema") == Some(schema));
+            if shared && i > 0 {
+                continue;
+            }
+            let at = if shared {
+                "spec.validation.openAPIV3Schema".to_string()
+            } else {
+                format!("spec.versions[{i}].schema.openAPIV3Schema")
+            };
+            let mut rules = Vec::new();
+            crate::cel::compile_errors(schema, &at, &mut rules);
+            for (field, msg) in rules {
+                let reason = if msg.starts_with("Required") {
+                    "FieldValueRequired"
+                } else if msg.starts_with("Unsupported") {
+                    "FieldValueNotSupported"
+                } else {
+                    "FieldValueInvalid"
+                };
+                causes.push(cause(reason, &field, msg));
             }
         }
     }

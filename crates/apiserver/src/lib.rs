@@ -9,6 +9,7 @@
 
 mod api;
 mod bootstrap;
+mod cel;
 mod controllers;
 mod crd;
 mod defaults;

@@ -1,0 +1,473 @@
+//! CEL validation rules of custom resources (`x-kubernetes-validations`), evaluated with
+//! the `cel` crate as kube-apiserver does: `self` is the value at the schema node declaring
+//! the rule, `oldSelf` its previous value on updates (transition rules), failures become
+//! 422 causes at the node's path.
+
+use kubewright_core::StatusCause;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// The environment rules are compiled and run in: the standard library and macros plus the
+/// strings, lists and math extensions.
+fn env() -> &'static Arc<cel::Env> {
+    static ENV: OnceLock<Arc<cel::Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = cel::Env::stdlib();
+        // These only fail on a duplicate declaration, which a fresh stdlib has none of.
+        let _ = env.add_extension(cel::extensions::strings);
+        let _ = env.add_extension(cel::extensions::lists);
+        let _ = env.add_extension(cel::extensions::math);
+        Arc::new(env)
+    })
+}
+
+/// Compiles an expression, turning a panic of the parser into an error.
+fn compile(src: &str) -> Result<cel::Program, String> {
+    let env = env();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env.compile(src))) {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(e)) => Err(format!("ERROR: <input>: {e}")),
+        Err(_) => Err("ERROR: <input>: the expression could not be parsed".into()),
+    }
+}
+
+/// Compiles a rule and checks that it only refers to `self` and `oldSelf`.
+fn compile_checked(src: &str) -> Result<cel::Program, String> {
+    let p = compile(src)?;
+    let mut undeclared: Vec<String> = p
+        .references()
+        .variables()
+        .into_iter()
+        .filter(|v| !matches!(*v, "self" | "oldSelf") && !declared_by_macro(&p, v))
+        .map(str::to_string)
+        .collect();
+    undeclared.sort();
+    if let Some(v) = undeclared.first() {
+        return Err(format!(
+            "ERROR: <input>: undeclared reference to '{v}' (in container '')"
+        ));
+    }
+    Ok(p)
+}
+
+/// Whether `name` is the variable of a comprehension (`all`, `exists`, `map`...) in `p`.
+fn declared_by_macro(p: &cel::Program, name: &str) -> bool {
+    use cel::common::ast::Expr;
+    fn walk(e: &cel::IdedExpr, name: &str) -> bool {
+        match &e.expr {
+            Expr::Comprehension(c) => {
+                c.iter_var == name
+                    || c.iter_var2.as_deref() == Some(name)
+                    || c.accu_var == name
+                    || [
+                        &c.iter_range,
+                        &c.accu_init,
+                        &c.loop_cond,
+                        &c.loop_step,
+                        &c.result,
+                    ]
+                    .into_iter()
+                    .any(|x| walk(x, name))
+            }
+            Expr::Call(c) => {
+                c.target.as_deref().is_some_and(|t| walk(t, name))
+                    || c.args.iter().any(|a| walk(a, name))
+            }
+            Expr::Select(s) => walk(&s.operand, name),
+            Expr::List(l) => l.elements.iter().any(|x| walk(x, name)),
+            Expr::Map(m) => m.entries.iter().any(|en| match &en.expr {
+                cel::common::ast::EntryExpr::MapEntry(me) => {
+                    walk(&me.key, name) || walk(&me.value, name)
+                }
+                cel::common::ast::EntryExpr::StructField(f) => walk(&f.value, name),
+            }),
+            Expr::Struct(s) => s.entries.iter().any(|en| match &en.expr {
+                cel::common::ast::EntryExpr::MapEntry(me) => {
+                    walk(&me.key, name) || walk(&me.value, name)
+                }
+                cel::common::ast::EntryExpr::StructField(f) => walk(&f.value, name),
+            }),
+            _ => false,
+        }
+    }
+    walk(p.expression(), name)
+}
+
+/// The rules declared at a schema node.
+fn rules_of(schema: &Value) -> &[Value] {
+    schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// How a rule prints in a CRD validation error (Go's `%#v` of `apiextensions.ValidationRule`).
+fn rule_go_string(r: &Value) -> String {
+    let reason = match r.get("reason").and_then(Value::as_str) {
+        Some(x) => format!("(*apiextensions.FieldValueErrorReason)({x:?})"),
+        None => "(*apiextensions.FieldValueErrorReason)(nil)".into(),
+    };
+    let optional = match r.get("optionalOldSelf").and_then(Value::as_bool) {
+        Some(b) => format!("(*bool)({b})"),
+        None => "(*bool)(nil)".into(),
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{:?}, Message:{:?}, MessageExpression:{:?}, Reason:{reason}, FieldPath:{:?}, OptionalOldSelf:{optional}}}",
+        str_of(r, "rule"),
+        str_of(r, "message"),
+        str_of(r, "messageExpression"),
+        str_of(r, "fieldPath"),
+    )
+}
+
+/// Checks the rules of a structural schema compile; `path` is the schema's field path
+/// (`spec.versions[0].schema.openAPIV3Schema`). Returns `(field, message)` pairs.
+pub(crate) fn compile_errors(schema: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    for (i, r) in rules_of(schema).iter().enumerate() {
+        let at = format!("{path}.x-kubernetes-validations[{i}]");
+        let rule = str_of(r, "rule");
+        if rule.trim().is_empty() {
+            out.push((format!("{at}.rule"), "Required value".into()));
+            continue;
+        }
+        match compile_checked(rule) {
+            Err(e) => out.push((
+                format!("{at}.rule"),
+                format!(
+                    "Invalid value: {}: compilation failed: {e}",
+                    rule_go_string(r)
+                ),
+            )),
+            Ok(p) => {
+                if r.get("optionalOldSelf") == Some(&Value::Bool(true))
+                    && !p.references().has_variable("oldSelf")
+                {
+                    out.push((
+                        format!("{at}.optionalOldSelf"),
+                        "Invalid value: true: may not be set if rule does not use oldSelf".into(),
+                    ));
+                }
+            }
+        }
+        let me = str_of(r, "messageExpression");
+        if !me.is_empty()
+            && let Err(e) = compile_checked(me)
+        {
+            out.push((
+                format!("{at}.messageExpression"),
+                format!(
+                    "Invalid value: {}: messageExpression compilation failed: {e}",
+                    rule_go_string(r)
+                ),
+            ));
+        }
+        if let Some(reason) = r.get("reason").and_then(Value::as_str)
+            && !matches!(
+                reason,
+                "FieldValueInvalid"
+                    | "FieldValueForbidden"
+                    | "FieldValueRequired"
+                    | "FieldValueDuplicate"
+            )
+        {
+            out.push((
+                format!("{at}.reason"),
+                format!(
+                    "Unsupported value: {reason:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+                ),
+            ));
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, sub) in props {
+            compile_errors(sub, &format!("{path}.properties[{k}]"), out);
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        compile_errors(items, &format!("{path}.items"), out);
+    }
+    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        compile_errors(ap, &format!("{path}.additionalProperties"), out);
+    }
+}
+
+/// A JSON value as a CEL value, numbers typed by the schema (`number` is a double).
+fn to_cel(v: &Value, schema: Option<&Value>) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => {
+            let double =
+                schema.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("number");
+            match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) if !double => cel::Value::Int(i),
+                (None, Some(u)) if !double => cel::Value::UInt(u),
+                _ => cel::Value::Float(n.as_f64().unwrap_or(0.0)),
+            }
+        }
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => {
+            let item_schema = schema.and_then(|s| s.get("items"));
+            cel::Value::List(Arc::new(
+                items.iter().map(|i| to_cel(i, item_schema)).collect(),
+            ))
+        }
+        Value::Object(m) => {
+            let props = schema
+                .and_then(|s| s.get("properties"))
+                .and_then(Value::as_object);
+            let ap = schema
+                .and_then(|s| s.get("additionalProperties"))
+                .filter(|a| a.is_object());
+            let map: HashMap<String, cel::Value> = m
+                .iter()
+                .map(|(k, child)| {
+                    let sub = props.and_then(|p| p.get(k)).or(ap);
+                    (k.clone(), to_cel(child, sub))
+                })
+                .collect();
+            cel::Value::Map(map.into())
+        }
+    }
+}
+
+/// The OpenAPI type printed as the "value" of a rule failure (`Invalid value: "object"`).
+fn node_type(v: &Value, schema: &Value) -> String {
+    match schema.get("type").and_then(Value::as_str) {
+        Some(t) => t.to_string(),
+        None => match v {
+            Value::Object(_) => "object",
+            Value::Array(_) => "array",
+            Value::String(_) => "string",
+            Value::Number(n) if n.is_f64() => "number",
+            Value::Number(_) => "integer",
+            Value::Bool(_) => "boolean",
+            Value::Null => "null",
+        }
+        .to_string(),
+    }
+}
+
+enum Outcome {
+    Value(cel::Value),
+    Error(String),
+}
+
+/// Runs a program with `self` (and `oldSelf`) bound, never panicking.
+fn run(p: &cel::Program, this: &cel::Value, old: Option<&cel::Value>) -> Outcome {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut ctx = cel::Context::with_env(Arc::clone(env()));
+        ctx.add_variable_from_value("self", this.clone());
+        if let Some(o) = old {
+            ctx.add_variable_from_value("oldSelf", o.clone());
+        }
+        p.execute(&ctx)
+    }));
+    match result {
+        Ok(Ok(v)) => Outcome::Value(v),
+        Ok(Err(e)) => Outcome::Error(e.to_string()),
+        Err(_) => Outcome::Error("internal error".into()),
+    }
+}
+
+/// `path` + a rule's `fieldPath` (`.spec.x`, `['a.b']`, `.items[0]`...).
+fn join_field_path(path: &str, field_path: &str) -> String {
+    let fp = field_path.trim();
+    if fp.is_empty() {
+        return path.to_string();
+    }
+    let fp = fp.strip_prefix('.').unwrap_or(fp);
+    if path.is_empty() {
+        fp.to_string()
+    } else if fp.starts_with('[') {
+        format!("{path}{fp}")
+    } else {
+        format!("{path}.{fp}")
+    }
+}
+
+fn rule_error_string(r: &Value) -> String {
+    let m = str_of(r, "message").trim();
+    if m.is_empty() {
+        str_of(r, "rule").trim().to_string()
+    } else {
+        m.to_string()
+    }
+}
+
+fn failure(reason: &str, field: String, ty: &str, detail: &str) -> StatusCause {
+    let (reason, message) = match reason {
+        "FieldValueForbidden" => (reason, format!("Forbidden: {detail}")),
+        "FieldValueRequired" => (reason, format!("Required value: {detail}")),
+        "FieldValueDuplicate" => (reason, format!("Duplicate value: {ty:?}")),
+        _ => (
+            "FieldValueInvalid",
+            format!("Invalid value: {ty:?}: {detail}"),
+        ),
+    };
+    StatusCause {
+        reason: reason.into(),
+        message,
+        field,
+    }
+}
+
+/// Evaluates the rules declared at one node.
+fn eval_node_rules(
+    v: &Value,
+    schema: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<StatusCause>,
+) {
+    let rules = rules_of(schema);
+    if rules.is_empty() {
+        return;
+    }
+    let this = to_cel(v, Some(schema));
+    let old_cel = old.map(|o| to_cel(o, Some(schema)));
+    let ty = node_type(v, schema);
+    for r in rules {
+        let rule = str_of(r, "rule");
+        let p = match compile_checked(rule) {
+            Ok(p) => p,
+            Err(e) => {
+                causes.push(failure(
+                    "FieldValueInvalid",
+                    path.to_string(),
+                    &ty,
+                    &format!("compilation failed: {e}"),
+                ));
+                continue;
+            }
+        };
+        let transition = p.references().has_variable("oldSelf");
+        let optional_old = r.get("optionalOldSelf") == Some(&Value::Bool(true));
+        let old_binding = match (transition, optional_old, &old_cel) {
+            (false, _, Some(_)) if old == Some(v) => continue, // ratcheting: unchanged
+            (false, _, _) => None,
+            (true, false, None) => continue, // a transition rule on create
+            (true, false, Some(o)) => Some(o.clone()),
+            (true, true, o) => Some(cel::Value::Opaque(Arc::new(match o {
+                Some(o) => cel::objects::OptionalValue::of(o.clone()),
+                None => cel::objects::OptionalValue::none(),
+            }))),
+        };
+        let field = join_field_path(path, str_of(r, "fieldPath"));
+        let reason = str_of(r, "reason");
+        match run(&p, &this, old_binding.as_ref()) {
+            Outcome::Value(cel::Value::Bool(true)) => {}
+            Outcome::Value(cel::Value::Bool(false)) => {
+                let mut detail = None;
+                let me = str_of(r, "messageExpression");
+                if !me.is_empty()
+                    && let Ok(mp) = compile_checked(me)
+                    && let Outcome::Value(cel::Value::String(s)) =
+                        run(&mp, &this, old_binding.as_ref())
+                    && !s.trim().is_empty()
+                    && !s.contains('\n')
+                {
+                    detail = Some(s.trim().to_string());
+                }
+                let detail = detail.unwrap_or_else(|| {
+                    let m = str_of(r, "message").trim();
+                    if m.is_empty() {
+                        format!("failed rule: {}", rule_error_string(r))
+                    } else {
+                        m.to_string()
+                    }
+                });
+                causes.push(failure(reason, field, &ty, &detail));
+            }
+            Outcome::Value(other) => causes.push(failure(
+                "FieldValueInvalid",
+                path.to_string(),
+                &ty,
+                &format!(
+                    "rule did not evaluate to a bool: {other:?} evaluating rule: {}",
+                    rule_error_string(r)
+                ),
+            )),
+            Outcome::Error(e) => {
+                let detail = if e.starts_with("found no matching overload") {
+                    format!(
+                        "'{e}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                        rule_error_string(r)
+                    )
+                } else {
+                    format!("{e} evaluating rule: {}", rule_error_string(r))
+                };
+                causes.push(failure("FieldValueInvalid", path.to_string(), &ty, &detail));
+            }
+        }
+    }
+}
+
+/// Walks a value and its schema, evaluating every rule of the nodes present. `old` is the
+/// previous value at the same place (for transition rules), when there is one: object
+/// properties correlate by name, list items only in `map` lists (by keys) and `set`s.
+pub(crate) fn validate(
+    v: &Value,
+    schema: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<StatusCause>,
+) {
+    if v.is_null() {
+        return;
+    }
+    eval_node_rules(v, schema, old, path, causes);
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let ap = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, child) in m {
+                if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let Some(sub) = props.and_then(|p| p.get(k)).or(ap) else {
+                    continue;
+                };
+                let child_old = old.and_then(|o| o.get(k));
+                let child_path = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                validate(child, sub, child_old, &child_path, causes);
+            }
+        }
+        Value::Array(items) => {
+            let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) else {
+                return;
+            };
+            let list_type = str_of(schema, "x-kubernetes-list-type");
+            let keys: Vec<&str> = schema
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let old_items = old.and_then(Value::as_array);
+            for (i, item) in items.iter().enumerate() {
+                let item_old = old_items.and_then(|olds| match list_type {
+                    "map" if !keys.is_empty() => olds
+                        .iter()
+                        .find(|o| keys.iter().all(|k| o.get(k) == item.get(k))),
+                    "set" => olds.iter().find(|o| *o == item),
+                    _ => None,
+                });
+                validate(item, item_schema, item_old, &format!("{path}[{i}]"), causes);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,249 @@
+use super::*;
+use serde_json::json;
+
+fn check(v: &Value, schema: &Value, old: Option<&Value>) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    validate(v, schema, old, "", &mut causes);
+    causes
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "x-kubernetes-validations": [
+                    {"rule": "self.min <= self.max", "message": "min must not exceed max"},
+                    {"rule": "!has(self.forbidden)", "reason": "FieldValueForbidden", "fieldPath": ".forbidden", "message": "must not be set"},
+                    {"rule": "self.name == oldSelf.name", "message": "name is immutable"},
+                    {"rule": "size(self.items) <= self.max", "messageExpression": "'at most ' + string(self.max) + ' items'"}
+                ],
+                "properties": {
+                    "min": {"type": "integer"},
+                    "max": {"type": "integer"},
+                    "ratio": {"type": "number", "x-kubernetes-validations": [{"rule": "self < 1.0"}]},
+                    "name": {"type": "string", "x-kubernetes-validations": [
+                        {"rule": "self.startsWith('a') && self.matches('^[a-z]+$')"}
+                    ]},
+                    "forbidden": {"type": "string"},
+                    "items": {
+                        "type": "array",
+                        "x-kubernetes-validations": [{"rule": "self.all(i, i.n >= 0)", "message": "negative"}],
+                        "items": {
+                            "type": "object",
+                            "x-kubernetes-validations": [{"rule": "self.n != 7", "message": "seven"}],
+                            "properties": {"n": {"type": "integer"}}
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+fn obj(spec: Value) -> Value {
+    json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a"}, "spec": spec})
+}
+
+#[test]
+fn valid_object_passes() {
+    let o = obj(json!({"min": 1, "max": 2, "name": "abc", "ratio": 0.5, "items": [{"n": 1}]}));
+    assert_eq!(check(&o, &schema(), None), vec![]);
+}
+
+#[test]
+fn object_rule_failure_has_message_and_path() {
+    let o = obj(json!({"min": 3, "max": 2, "items": []}));
+    let c = check(&o, &schema(), None);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].field, "spec");
+    assert_eq!(c[0].reason, "FieldValueInvalid");
+    assert_eq!(
+        c[0].message,
+        "Invalid value: \"object\": min must not exceed max"
+    );
+}
+
+#[test]
+fn scalar_rules_default_message() {
+    let o = obj(json!({"min": 1, "max": 2, "name": "Bad", "ratio": 1.5, "items": []}));
+    let mut c = check(&o, &schema(), None);
+    c.sort_by(|a, b| a.field.cmp(&b.field));
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!(c[0].field, "spec.name");
+    assert_eq!(
+        c[0].message,
+        "Invalid value: \"string\": failed rule: self.startsWith('a') && self.matches('^[a-z]+$')"
+    );
+    // An integral JSON number in a `number` field is a double.
+    let o = obj(json!({"min": 1, "max": 2, "ratio": 2, "items": []}));
+    let c = check(&o, &schema(), None);
+    assert_eq!(c[0].field, "spec.ratio");
+    assert_eq!(
+        c[0].message,
+        "Invalid value: \"number\": failed rule: self < 1.0"
+    );
+}
+
+#[test]
+fn has_reason_and_field_path() {
+    let o = obj(json!({"min": 1, "max": 2, "forbidden": "x", "items": []}));
+    let c = check(&o, &schema(), None);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].field, "spec.forbidden");
+    assert_eq!(c[0].reason, "FieldValueForbidden");
+    assert_eq!(c[0].message, "Forbidden: must not be set");
+}
+
+#[test]
+fn message_expression() {
+    let o = obj(json!({"min": 0, "max": 1, "items": [{"n": 1}, {"n": 2}]}));
+    let c = check(&o, &schema(), None);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].message, "Invalid value: \"object\": at most 1 items");
+}
+
+#[test]
+fn nested_nodes_in_arrays() {
+    let o = obj(json!({"min": 0, "max": 5, "items": [{"n": 1}, {"n": 7}, {"n": -1}]}));
+    let mut c = check(&o, &schema(), None);
+    c.sort_by(|a, b| a.field.cmp(&b.field));
+    let fields: Vec<_> = c
+        .iter()
+        .map(|c| (c.field.as_str(), c.message.as_str()))
+        .collect();
+    assert_eq!(
+        fields,
+        vec![
+            ("spec.items", "Invalid value: \"array\": negative"),
+            ("spec.items[1]", "Invalid value: \"object\": seven"),
+        ]
+    );
+}
+
+#[test]
+fn transition_rules() {
+    let old = obj(json!({"min": 0, "max": 5, "name": "abc", "items": []}));
+    // On create, rules using oldSelf are skipped.
+    assert_eq!(check(&old, &schema(), None), vec![]);
+    let same = obj(json!({"min": 1, "max": 5, "name": "abc", "items": []}));
+    assert_eq!(check(&same, &schema(), Some(&old)), vec![]);
+    let changed = obj(json!({"min": 0, "max": 5, "name": "abd", "items": []}));
+    let c = check(&changed, &schema(), Some(&old));
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].message, "Invalid value: \"object\": name is immutable");
+}
+
+#[test]
+fn immutable_scalar_and_optional_old_self() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "id": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": "Value is immutable"}
+        ]},
+        "n": {"type": "integer", "x-kubernetes-validations": [
+            {"rule": "!oldSelf.hasValue() || self >= oldSelf.value()", "optionalOldSelf": true, "message": "may only grow"},
+            {"rule": "oldSelf.hasValue() || self < 100", "optionalOldSelf": true, "message": "too big to start"}
+        ]}
+    }}}});
+    let a = obj(json!({"id": "x", "n": 5}));
+    assert_eq!(check(&a, &s, None), vec![]);
+    let big = obj(json!({"id": "x", "n": 500}));
+    let c = check(&big, &s, None);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].message, "Invalid value: \"integer\": too big to start");
+    assert_eq!(check(&big, &s, Some(&a)), vec![]);
+    let b = obj(json!({"id": "y", "n": 4}));
+    let mut c = check(&b, &s, Some(&a));
+    c.sort_by(|a, b| a.field.cmp(&b.field));
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!(c[0].field, "spec.id");
+    assert_eq!(
+        c[0].message,
+        "Invalid value: \"string\": Value is immutable"
+    );
+    assert_eq!(c[1].field, "spec.n");
+    assert_eq!(c[1].message, "Invalid value: \"integer\": may only grow");
+}
+
+#[test]
+fn unchanged_values_are_ratcheted_and_absent_nodes_skipped() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "a": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'bad'"}]}
+    }}}});
+    let bad = obj(json!({"a": "bad"}));
+    assert_eq!(check(&bad, &s, None).len(), 1);
+    assert_eq!(check(&bad, &s, Some(&bad)), vec![]);
+    assert_eq!(check(&obj(json!({})), &s, None), vec![]);
+}
+
+#[test]
+fn runtime_errors_and_odd_rules_do_not_panic() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+        {"rule": "self.missing == 1"},
+        {"rule": "self.n / 0 == 1"},
+        {"rule": "self.n"},
+        {"rule": "self.s.matches('[')"},
+        {"rule": "unknownFn(self)"},
+        {"rule": "(((("},
+        {"rule": "self.s.lowerAscii() == 'abc' && self.s.contains('B') && self.s.endsWith('c') && [1,2].exists(x, x == 2) && [1,2].map(x, x * 2) == [2, 4] && [1,2,3].filter(x, x > 1).size() == 2"}
+    ], "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}}}});
+    let c = check(&obj(json!({"n": 1, "s": "aBc"})), &s, None);
+    assert_eq!(c.len(), 6, "{c:#?}");
+    assert!(
+        c.iter()
+            .all(|c| c.field == "spec" && c.reason == "FieldValueInvalid")
+    );
+    assert!(
+        c[0].message.contains("evaluating rule: self.missing == 1"),
+        "{}",
+        c[0].message
+    );
+    assert!(
+        c[5].message.contains("compilation failed"),
+        "{}",
+        c[5].message
+    );
+}
+
+#[test]
+fn compile_errors_in_schemas() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+        {"rule": "self.a =="},
+        {"rule": "foo.bar == 1"},
+        {"rule": "self.all(x, x == 1) && [1].exists_one(y, y == 1)"},
+        {"rule": "self.a == 1", "optionalOldSelf": true},
+        {"rule": "self.a == 1", "reason": "Nope"},
+        {"rule": ""}
+    ]}}});
+    let mut out = Vec::new();
+    compile_errors(&s, "spec.versions[0].schema.openAPIV3Schema", &mut out);
+    let fields: Vec<_> = out.iter().map(|(f, _)| f.as_str()).collect();
+    let base = "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+    assert_eq!(
+        fields,
+        vec![
+            format!("{base}[0].rule"),
+            format!("{base}[1].rule"),
+            format!("{base}[3].optionalOldSelf"),
+            format!("{base}[4].reason"),
+            format!("{base}[5].rule"),
+        ],
+        "{out:#?}"
+    );
+    assert!(
+        out[0]
+            .1
+            .starts_with("Invalid value: apiextensions.ValidationRule{Rule:\"self.a ==\"")
+    );
+    assert!(
+        out[0].1.contains("compilation failed: ERROR: <input>"),
+        "{}",
+        out[0].1
+    );
+    assert!(
+        out[1].1.contains("undeclared reference to 'foo'"),
+        "{}",
+        out[1].1
+    );
+}
