@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{Kubectl, have_kubectl, rand_u64};
+use support::{Kubectl, have_kubectl, rand_u64, retry_until_served};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crd_validation_rules_through_kubectl() {
@@ -77,21 +77,10 @@ spec:
     };
     // A valid object is accepted (the endpoint may take a moment on a real cluster).
     let valid = widget("a1", 2, "[{name: http, port: 8080}]");
-    let mut created = false;
-    for _ in 0..50 {
+    let created = retry_until_served(|| {
         let (ok, _, err) = env.run(&["create", "-f", "-"], Some(&valid));
-        if ok {
-            created = true;
-            break;
-        }
-        assert!(
-            err.contains("the server doesn't have a resource type")
-                || err.contains("no matches for kind")
-                || err.contains("NotFound"),
-            "{err}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+        (ok, err)
+    });
     assert!(created, "custom resource creation never succeeded");
 
     // Invalid objects are rejected with the rules' messages at the rules' paths.

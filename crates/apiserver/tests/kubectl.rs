@@ -8,7 +8,7 @@ use serde_json::Value;
 
 mod support;
 
-use support::{Kubectl, have_kubectl, rand_u64};
+use support::{Kubectl, have_kubectl, rand_u64, retry_until_served};
 
 /// kubectl plus the namespaces a test created (deleted when it ends).
 struct Env {
@@ -389,21 +389,10 @@ spec:
         "apiVersion: {group}/v1\nkind: Monitor\nmetadata:\n  name: m1\nspec:\n  target: example.com\n"
     );
     // The CR endpoint may take a moment to be served after Established on a real cluster.
-    let mut created = false;
-    for _ in 0..50 {
+    let created = retry_until_served(|| {
         let (ok, _, err) = env.run(&["create", "-n", &ns, "-f", "-"], Some(&cr));
-        if ok {
-            created = true;
-            break;
-        }
-        assert!(
-            err.contains("the server doesn't have a resource type")
-                || err.contains("no matches for kind")
-                || err.contains("NotFound"),
-            "{err}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+        (ok, err)
+    });
     assert!(created, "custom resource creation never succeeded");
     let got = env.json(&["get", "-n", &ns, "monitors", "m1"]);
     assert_eq!(got["spec"]["interval"], 30, "schema default applied");

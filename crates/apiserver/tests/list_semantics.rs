@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 mod support;
 
-use support::{Kubectl, have_kubectl, rand_u64};
+use support::{Kubectl, have_kubectl, rand_u64, retry_until_served};
 
 /// kubectl in a namespace of its own, plus the CRDs a test created (deleted at the end).
 struct Env {
@@ -449,21 +449,7 @@ spec:
     };
     let first = doc("{host: a.example, port: 80, weight: 1}", "blue");
     // The CR endpoint may take a moment to be served after Established on a real cluster.
-    let mut applied = false;
-    for _ in 0..50 {
-        let (ok, err) = env.apply("team-a", &first);
-        if ok {
-            applied = true;
-            break;
-        }
-        assert!(
-            err.contains("the server doesn't have a resource type")
-                || err.contains("no matches for kind")
-                || err.contains("NotFound"),
-            "{err}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let applied = retry_until_served(|| env.apply("team-a", &first));
     assert!(applied, "applying the custom resource never succeeded");
     // Same host, another port: another entry of the map-list; another tag of the set.
     let (ok, err) = env.apply(

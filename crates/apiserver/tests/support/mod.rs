@@ -23,6 +23,28 @@ pub fn have_kubectl() -> bool {
     ok
 }
 
+/// Runs `attempt` (returning success and stderr) until it succeeds, while the failure is
+/// only that a new CRD's resource is not served yet (a real cluster serves it a moment
+/// after `Established`). Any other failure fails the test; returns false when it never
+/// succeeded.
+#[track_caller]
+pub fn retry_until_served(mut attempt: impl FnMut() -> (bool, String)) -> bool {
+    for _ in 0..50 {
+        let (ok, err) = attempt();
+        if ok {
+            return true;
+        }
+        assert!(
+            err.contains("the server doesn't have a resource type")
+                || err.contains("no matches for kind")
+                || err.contains("NotFound"),
+            "{err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    false
+}
+
 /// A random number for unique names.
 pub fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
