@@ -838,6 +838,8 @@ impl ApiServer {
             match res {
                 Ok((Some(stored), _)) => return Ok((*stored).clone()),
                 Ok((None, _)) => return Err(ApiError::internal("object vanished during create")),
+                // Only a taken name is retried with another one (not a storage failure).
+                Err(e) if e.0.reason != "AlreadyExists" => return Err(e),
                 Err(_) if given.is_none() && attempt < 7 => continue,
                 Err(_) if given.is_none() => {
                     let mut e = ApiError::already_exists(def, &name);

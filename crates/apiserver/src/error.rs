@@ -186,6 +186,23 @@ impl ApiError {
     }
 }
 
+/// A write that could not be made durable: 500 InternalError, as kube-apiserver answers
+/// storage failures (`Internal error occurred: ...` with the error as the cause).
+impl From<crate::storage::StorageError> for ApiError {
+    fn from(e: crate::storage::StorageError) -> Self {
+        let msg = e.to_string();
+        let mut err = Self::internal(msg.clone());
+        err.0.details = Some(StatusDetails {
+            causes: vec![StatusCause {
+                message: msg,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        err
+    }
+}
+
 fn details(def: &ResourceDef, name: &str) -> StatusDetails {
     StatusDetails {
         name: name.into(),

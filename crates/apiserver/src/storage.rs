@@ -1,9 +1,19 @@
 //! Revisioned in-memory storage with an etcd-like global revision counter, a bounded
 //! event history for watch resumption, and point-in-time snapshots for paginated lists.
+//!
+//! With a data directory, every change is first appended to a write-ahead log
+//! (`objects.wal`) and synced; only then is it applied in memory, sent to watchers and
+//! acknowledged. A change that cannot be made durable fails with [`StorageError`] and
+//! changes nothing. Each record is framed (magic, length, CRC-32), so recovery finds every
+//! intact record whatever a crash or a full disk left behind. Opening compacts the log
+//! into a snapshot whose header carries the revision counter, so revisions never go
+//! backwards across restarts.
 
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io;
 use std::ops::Bound;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 
@@ -60,33 +70,448 @@ pub type MutateResult = (Option<Arc<Value>>, Option<Arc<Event>>);
 /// Buffered events, a live receiver, and the current revision.
 pub type WatchStart = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>, u64);
 
-/// Durable log of committed changes (one JSON line per change, fsynced), compacted into
-/// a snapshot when the storage is opened.
+/// A change that could not be made durable. Nothing was changed: memory, watchers and
+/// the log are as they were before the write, so the server stays consistent.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// Appending the record or syncing it to disk failed (e.g. the disk is full).
+    #[error("storage: resourceVersion {rv} could not be persisted to {}: {source}", path.display())]
+    Persist {
+        /// The revision the write would have had.
+        rv: u64,
+        /// The log file.
+        path: PathBuf,
+        /// What the file system said.
+        #[source]
+        source: io::Error,
+    },
+    /// What an earlier failed append left in the log could not be cut off yet; the log
+    /// takes no records until it can (so a damaged record never sits mid-log).
+    #[error("storage: {} could not be repaired after a failed write: {source}", path.display())]
+    Repair {
+        /// The log file.
+        path: PathBuf,
+        /// What the file system said.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Background writers (controllers, bootstrap) that ignore failures and retry on their
+/// next pass use `()` as their error type.
+impl From<StorageError> for () {
+    fn from(_: StorageError) -> Self {}
+}
+
+/// The log's file name in the data directory.
+const LOG: &str = "objects.wal";
+/// Where a compaction writes before it renames over [`LOG`].
+const LOG_TMP: &str = "objects.wal.tmp";
+/// The log of older versions (one JSON document per line), read once and compacted away.
+const LEGACY_LOG: &str = "objects.jsonl";
+
+/// Starts every record. 0xFF never occurs in UTF-8, so it never occurs in a JSON payload:
+/// after damage the next record is found by scanning for it.
+const MAGIC: [u8; 4] = [0xFF, b'k', b'w', 0x01];
+/// Magic, payload length (u32 LE), CRC-32 of length and payload (u32 LE).
+const HEADER: usize = 12;
+
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
+
+/// CRC-32 (IEEE, as zlib and Ethernet) over the concatenation of `parts`.
+fn crc32(parts: &[&[u8]]) -> u32 {
+    let mut c = !0u32;
+    for part in parts {
+        for &b in *part {
+            c = CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
+        }
+    }
+    !c
+}
+
+/// Appends one framed record to `out`.
+fn frame_into(out: &mut Vec<u8>, payload: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(payload.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "record larger than 4 GiB"))?
+        .to_le_bytes();
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&len);
+    out.extend_from_slice(&crc32(&[&len, payload]).to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// The payload of an intact record at the start of `b`.
+fn record_at(b: &[u8]) -> Option<&[u8]> {
+    let header = b.get(..HEADER)?;
+    if header.get(..4)? != MAGIC {
+        return None;
+    }
+    let len_bytes: [u8; 4] = header.get(4..8)?.try_into().ok()?;
+    let crc = u32::from_le_bytes(header.get(8..12)?.try_into().ok()?);
+    let len = usize::try_from(u32::from_le_bytes(len_bytes)).ok()?;
+    let payload = b.get(HEADER..HEADER.checked_add(len)?)?;
+    (crc32(&[&len_bytes, payload]) == crc).then_some(payload)
+}
+
+/// The intact records of a log, in order. Damaged or torn regions are skipped: the scan
+/// resumes at the next intact record.
+struct Records<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    /// End of the last intact record.
+    good_end: usize,
+    /// Bytes skipped as damaged (including a torn tail).
+    skipped: usize,
+}
+
+impl<'a> Records<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Self {
+            buf,
+            pos: 0,
+            good_end: 0,
+            skipped: 0,
+        }
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        loop {
+            let rest = self.buf.get(self.pos..).filter(|r| !r.is_empty())?;
+            if let Some(payload) = record_at(rest) {
+                self.pos += HEADER + payload.len();
+                self.good_end = self.pos;
+                return Some(payload);
+            }
+            let skip = rest
+                .get(1..)
+                .and_then(|r| r.windows(MAGIC.len()).position(|w| w == MAGIC))
+                .map_or(rest.len(), |i| i + 1);
+            self.skipped += skip;
+            self.pos += skip;
+        }
+    }
+}
+
+/// A change as logged.
+#[derive(serde::Serialize)]
+struct RecordOut<'a> {
+    rv: u64,
+    r: &'a str,
+    ns: &'a str,
+    n: &'a str,
+    /// The object; none for a delete.
+    o: Option<&'a Value>,
+}
+
+/// The first record of a compacted log: the complete state follows, and the revision
+/// counter stands at `snapshot` (deletes leave no object to carry their revision).
+#[derive(serde::Serialize)]
+struct SnapshotOut {
+    snapshot: u64,
+}
+
+/// Any record as read back (both kinds, and lines of the legacy log).
+#[derive(serde::Deserialize)]
+struct RecordIn {
+    snapshot: Option<u64>,
+    rv: Option<u64>,
+    r: Option<String>,
+    ns: Option<String>,
+    n: Option<String>,
+    o: Option<Value>,
+}
+
+impl RecordIn {
+    fn is_change(&self) -> bool {
+        self.rv.is_some() && self.r.is_some() && self.ns.is_some() && self.n.is_some()
+    }
+}
+
+/// Applies one record read back from the log; false when it is not a record at all.
+fn apply_record(inner: &mut Inner, rec: RecordIn) -> bool {
+    if let Some(rv) = rec.snapshot {
+        // A compacted log holds the complete state: whatever was read before it is older.
+        inner.data.clear();
+        inner.rv = inner.rv.max(rv);
+        return true;
+    }
+    let (Some(rv), Some(r), Some(ns), Some(n)) = (rec.rv, rec.r, rec.ns, rec.n) else {
+        return false;
+    };
+    let objs = inner.data.entry(r).or_default();
+    match rec.o {
+        Some(o) if !o.is_null() => {
+            objs.insert((ns, n), Arc::new(o));
+        }
+        _ => {
+            objs.remove(&(ns, n));
+        }
+    }
+    inner.rv = inner.rv.max(rv);
+    true
+}
+
+/// Loads the legacy log (one JSON record per line); returns the lines it had to skip.
+/// Bytes, not UTF-8 text: a line torn inside a multi-byte character is skipped like any
+/// other, and a torn record followed by an intact one on the same line (the old writer
+/// kept appending after a failed write) yields the intact one.
+fn load_legacy(inner: &mut Inner, bytes: &[u8]) -> usize {
+    let mut bad = 0;
+    for line in bytes.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let rec = std::iter::once(0)
+            .chain(
+                line.iter()
+                    .enumerate()
+                    .skip(1)
+                    .filter(|(_, b)| **b == b'{')
+                    .map(|(i, _)| i),
+            )
+            .filter_map(|i| serde_json::from_slice::<RecordIn>(line.get(i..)?).ok())
+            .find(RecordIn::is_change);
+        if !rec.is_some_and(|rec| apply_record(inner, rec)) {
+            bad += 1;
+        }
+    }
+    bad
+}
+
+/// The log file as the WAL uses it (tests substitute one that fails).
+trait LogFile: Send {
+    /// Writes all of `buf` at the end of the file.
+    fn append(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Makes the written bytes durable.
+    fn sync(&mut self) -> io::Result<()>;
+    /// Cuts the file to `len` bytes.
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
+}
+
+impl LogFile for std::fs::File {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        io::Write::write_all(self, buf)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_data()
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.set_len(len)
+    }
+}
+
+/// How many more bytes the data directory may take (`None`: no limit). Tests lower it to
+/// simulate a full disk; production never sets it.
+#[derive(Clone, Default)]
+struct Space(Arc<Mutex<Option<u64>>>);
+
+impl Space {
+    fn set(&self, free: Option<u64>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = free;
+    }
+
+    /// Writes `buf`; past the limit, writes what fits and fails like a full disk.
+    fn write(&self, file: &mut dyn LogFile, buf: &[u8]) -> io::Result<()> {
+        let fits = match self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            None => buf.len(),
+            Some(free) => {
+                let n = usize::try_from(*free).unwrap_or(usize::MAX).min(buf.len());
+                *free -= n as u64;
+                n
+            }
+        };
+        file.append(buf.get(..fits).unwrap_or(buf))?;
+        if fits < buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "no space left on device (simulated)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// The file's contents, or None when it does not exist.
+fn read_if_exists(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("reading {}: {e}", path.display()),
+        )),
+    }
+}
+
+fn object_rv(o: &Value) -> u64 {
+    o.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Writes the state as a new log (snapshot header, then one record per object), syncs it
+/// and renames it over the old log. On failure the old log is untouched.
+fn compact(dir: &Path, inner: &Inner, space: &Space) -> io::Result<()> {
+    let tmp = dir.join(LOG_TMP);
+    let write = || -> io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        let mut buf = Vec::with_capacity(1 << 20);
+        frame_into(
+            &mut buf,
+            &serde_json::to_vec(&SnapshotOut { snapshot: inner.rv })?,
+        )?;
+        for (resource, objs) in &inner.data {
+            for ((ns, n), o) in objs {
+                let rec = RecordOut {
+                    rv: object_rv(o),
+                    r: resource,
+                    ns,
+                    n,
+                    o: Some(o),
+                };
+                frame_into(&mut buf, &serde_json::to_vec(&rec)?)?;
+                if buf.len() >= 1 << 20 {
+                    space.write(&mut file, &buf)?;
+                    buf.clear();
+                }
+            }
+        }
+        space.write(&mut file, &buf)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, dir.join(LOG))
+    };
+    let result = write();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The write-ahead log: every change is appended as a framed record and synced before it
+/// is applied in memory and acknowledged.
 struct Wal {
-    file: std::fs::File,
+    path: PathBuf,
+    file: Box<dyn LogFile>,
+    space: Space,
+    /// Length of the log up to the end of its last durable record.
+    len: u64,
+    /// A failed append may have left bytes after `len`: they are cut before the next one.
+    dirty: bool,
+    /// A directory whose entries (a renamed or created log) still need an fsync.
+    unsynced_dir: Option<PathBuf>,
+    /// False after a failed write until a write succeeds again (reported by /readyz).
     healthy: bool,
 }
 
 impl Wal {
-    fn append(&mut self, ev: &Event) {
-        use std::io::Write;
-        let obj = if ev.kind == EventType::Deleted {
-            Value::Null
-        } else {
-            (*ev.object).clone()
-        };
-        let line = serde_json::json!({"rv": ev.rv, "r": ev.resource, "ns": ev.namespace, "n": ev.name, "o": obj});
-        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
-        bytes.push(b'\n');
-        let res = self
-            .file
-            .write_all(&bytes)
-            .and_then(|_| self.file.sync_data());
-        if let Err(e) = res {
-            // Memory stays authoritative; /readyz reports the failure.
-            tracing::error!("failed to persist revision {}: {e}", ev.rv);
-            self.healthy = false;
+    fn new(path: PathBuf, file: Box<dyn LogFile>, len: u64, space: Space) -> Self {
+        Self {
+            path,
+            file,
+            space,
+            len,
+            dirty: false,
+            unsynced_dir: None,
+            healthy: true,
         }
+    }
+
+    fn persist_error(&self, rv: u64, source: io::Error) -> StorageError {
+        StorageError::Persist {
+            rv,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Appends `ev` durably; on failure the log is (or will be, before the next append)
+    /// cut back to its last durable record.
+    fn append(&mut self, ev: &Event) -> Result<(), StorageError> {
+        let rec = RecordOut {
+            rv: ev.rv,
+            r: &ev.resource,
+            ns: &ev.namespace,
+            n: &ev.name,
+            o: (ev.kind != EventType::Deleted).then_some(&*ev.object),
+        };
+        let mut frame = Vec::new();
+        serde_json::to_vec(&rec)
+            .map_err(io::Error::from)
+            .and_then(|payload| frame_into(&mut frame, &payload))
+            .map_err(|e| self.persist_error(ev.rv, e))?;
+        self.repair()?;
+        if let Some(dir) = &self.unsynced_dir {
+            sync_dir(dir).map_err(|e| self.persist_error(ev.rv, e))?;
+            self.unsynced_dir = None;
+        }
+        let res = self
+            .space
+            .write(&mut *self.file, &frame)
+            .and_then(|()| self.file.sync());
+        match res {
+            Ok(()) => {
+                self.len += frame.len() as u64;
+                self.healthy = true;
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!("failed to persist revision {}: {e}", ev.rv);
+                self.healthy = false;
+                self.dirty = true;
+                if let Err(repair) = self.repair() {
+                    tracing::error!("{repair}; retrying before the next write");
+                }
+                Err(self.persist_error(ev.rv, e))
+            }
+        }
+    }
+
+    /// Cuts whatever a failed append left after the last durable record.
+    fn repair(&mut self) -> Result<(), StorageError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let len = self.len;
+        if let Err(source) = self.file.truncate(len).and_then(|()| self.file.sync()) {
+            self.healthy = false;
+            return Err(StorageError::Repair {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        self.dirty = false;
+        Ok(())
     }
 }
 
@@ -104,6 +529,8 @@ pub struct Storage {
     inner: Mutex<Inner>,
     history_cap: usize,
     tx: broadcast::Sender<Arc<Event>>,
+    /// Simulated free space of the data directory (tests of a full disk).
+    space: Space,
 }
 
 /// A requested revision is older than the history window.
@@ -135,73 +562,133 @@ impl Storage {
             }),
             history_cap: history_cap.max(16),
             tx,
+            space: Space::default(),
         }
     }
 
-    /// A storage persisted in `dir` (created if missing): previous contents are loaded,
-    /// a torn final record (crash during a write) is dropped, and the log is compacted.
-    /// Watches cannot resume across a restart (history starts empty: 410 Expired).
-    pub fn open(dir: &std::path::Path, history_cap: usize) -> std::io::Result<Self> {
-        use std::io::{BufRead, Write};
+    /// A storage persisted in `dir` (created if missing). Every intact record of the log is
+    /// loaded (a torn or damaged region, e.g. from a crash or a full disk, is skipped), the
+    /// revision counter continues where it stopped, and the log is compacted. When the
+    /// compaction cannot be written (e.g. the disk is full) the existing log is used as
+    /// it is. Watches cannot resume across a restart: older revisions get 410 Expired.
+    pub fn open(dir: &Path, history_cap: usize) -> io::Result<Self> {
+        Self::open_with(dir, history_cap, Space::default())
+    }
+
+    fn open_with(dir: &Path, history_cap: usize, space: Space) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let path = dir.join("objects.jsonl");
-        let storage = Self::new(history_cap);
+        let path = dir.join(LOG);
+        let legacy = dir.join(LEGACY_LOG);
+        // Left by a compaction that did not finish; the log itself is complete.
+        match std::fs::remove_file(dir.join(LOG_TMP)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                tracing::warn!("could not remove {LOG_TMP} in {}: {e}", dir.display());
+            }
+            _ => {}
+        }
+        let mut storage = Self::new(history_cap);
+        storage.space = space.clone();
         {
             let mut inner = storage.lock();
-            if path.exists() {
-                let reader = std::io::BufReader::new(std::fs::File::open(&path)?);
-                for line in reader.lines() {
-                    let line = line?;
-                    let Ok(rec) = serde_json::from_str::<Value>(&line) else {
-                        tracing::warn!("ignoring a torn record at the end of {}", path.display());
-                        break;
-                    };
-                    let rv = rec["rv"].as_u64().unwrap_or(0);
-                    let resource = rec["r"].as_str().unwrap_or("").to_string();
-                    let key = (
-                        rec["ns"].as_str().unwrap_or("").to_string(),
-                        rec["n"].as_str().unwrap_or("").to_string(),
-                    );
-                    let objs = inner.data.entry(resource).or_default();
-                    match rec.get("o") {
-                        Some(Value::Null) | None => {
-                            objs.remove(&key);
-                        }
-                        Some(o) => {
-                            objs.insert(key, Arc::new(o.clone()));
-                        }
+            let had_legacy = match read_if_exists(&legacy)? {
+                Some(bytes) => {
+                    let bad = load_legacy(&mut inner, &bytes);
+                    if bad > 0 {
+                        tracing::warn!("skipped {bad} damaged lines of {}", legacy.display());
                     }
-                    inner.rv = inner.rv.max(rv);
+                    true
                 }
+                None => false,
+            };
+            let (mut good_end, mut file_len) = (0u64, 0u64);
+            if let Some(bytes) = read_if_exists(&path)? {
+                let mut records = Records::new(&bytes);
+                let mut unreadable = 0usize;
+                for payload in records.by_ref() {
+                    let rec = serde_json::from_slice::<RecordIn>(payload);
+                    if !rec.is_ok_and(|rec| apply_record(&mut inner, rec)) {
+                        unreadable += 1;
+                    }
+                }
+                let tail = bytes.len() - records.good_end;
+                if tail > 0 {
+                    tracing::warn!(
+                        "dropping a torn record ({tail} bytes) at the end of {}",
+                        path.display()
+                    );
+                }
+                let damaged = records.skipped.saturating_sub(tail);
+                if damaged > 0 {
+                    tracing::warn!(
+                        "skipped {damaged} bytes of damaged records inside {}",
+                        path.display()
+                    );
+                }
+                if unreadable > 0 {
+                    tracing::warn!(
+                        "skipped {unreadable} unreadable records of {}",
+                        path.display()
+                    );
+                }
+                good_end = records.good_end as u64;
+                file_len = bytes.len() as u64;
             }
             inner.compacted = inner.rv;
-            // Compact: rewrite the current state, then switch atomically.
-            let tmp = dir.join("objects.jsonl.tmp");
-            {
-                let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-                for (resource, objs) in &inner.data {
-                    for ((ns, name), o) in objs {
-                        let rv: u64 = o
-                            .pointer("/metadata/resourceVersion")
-                            .and_then(Value::as_str)
-                            .and_then(|r| r.parse().ok())
-                            .unwrap_or(0);
-                        let line = serde_json::json!({"rv": rv, "r": resource, "ns": ns, "n": name, "o": **o});
-                        serde_json::to_writer(&mut f, &line)?;
-                        f.write_all(b"\n")?;
+            let wal = match compact(dir, &inner, &space) {
+                Ok(()) => {
+                    let file = std::fs::OpenOptions::new().append(true).open(&path)?;
+                    let len = file.metadata()?.len();
+                    let mut wal = Wal::new(path, Box::new(file), len, space);
+                    match sync_dir(dir) {
+                        Ok(()) if had_legacy => {
+                            // Its contents are in the new log, whose header supersedes it
+                            // anyway should this removal not survive a crash.
+                            if let Err(e) = std::fs::remove_file(&legacy) {
+                                tracing::warn!("could not remove {}: {e}", legacy.display());
+                            }
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            tracing::warn!("could not sync {}: {e}", dir.display());
+                            wal.unsynced_dir = Some(dir.to_path_buf());
+                        }
                     }
+                    wal
                 }
-                f.flush()?;
-                f.get_ref().sync_all()?;
-            }
-            std::fs::rename(&tmp, &path)?;
-            let file = std::fs::OpenOptions::new().append(true).open(&path)?;
-            inner.wal = Some(Wal {
-                file,
-                healthy: true,
-            });
+                Err(e) => {
+                    tracing::warn!(
+                        "could not compact {} ({e}); continuing with the log as it is",
+                        path.display()
+                    );
+                    let file = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path)?;
+                    let mut wal = Wal::new(path, Box::new(file), good_end, space);
+                    // The file may be new: its directory entry must be durable too.
+                    wal.unsynced_dir = Some(dir.to_path_buf());
+                    if file_len > good_end {
+                        // Cut the torn tail (this needs no space) so that new records
+                        // follow the last intact one.
+                        wal.dirty = true;
+                        if let Err(e) = wal.repair() {
+                            tracing::warn!("{e}; retrying before the next write");
+                        }
+                    }
+                    wal
+                }
+            };
+            inner.wal = Some(wal);
         }
         Ok(storage)
+    }
+
+    /// Test hook simulating a full disk: the data directory takes at most `bytes` more
+    /// bytes (`None`: no limit). A write that does not fit fails like ENOSPC after writing
+    /// what fits.
+    #[doc(hidden)]
+    pub fn set_free_space(&self, bytes: Option<u64>) {
+        self.space.set(bytes);
     }
 
     /// False when a write could not be persisted.
@@ -320,8 +807,12 @@ impl Storage {
     }
 
     /// Atomically reads an object, lets `f` decide, and commits the result. Returns the
-    /// stored object (None when deleted or absent) and whether anything was written.
-    pub fn mutate<E>(
+    /// stored object (None when deleted or absent) and the event when anything was written.
+    ///
+    /// With a data directory the change is durable before it becomes visible: when it
+    /// cannot be persisted, the call fails with the [`StorageError`] (converted into `E`)
+    /// and nothing changes, in memory or for watchers.
+    pub fn mutate<E: From<StorageError>>(
         &self,
         resource: &str,
         ns: &str,
@@ -332,83 +823,64 @@ impl Storage {
         let key = (ns.to_string(), name.to_string());
         let current = inner.data.get(resource).and_then(|m| m.get(&key)).cloned();
         let next_rv = inner.rv + 1;
-        match f(current.as_ref(), next_rv)? {
-            Mutation::Keep => Ok((current, None)),
+        let (kind, object) = match f(current.as_ref(), next_rv)? {
+            Mutation::Keep => return Ok((current, None)),
             Mutation::Put(mut obj) => {
-                inner.rv = next_rv;
                 set_rv(&mut obj, next_rv);
-                let obj = Arc::new(obj);
-                inner
-                    .data
-                    .entry(resource.to_string())
-                    .or_default()
-                    .insert(key, obj.clone());
                 let kind = if current.is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
-                let ev = self.record(&mut inner, resource, ns, name, kind, obj.clone(), current);
-                Ok((Some(obj), Some(ev)))
+                (kind, Arc::new(obj))
             }
             Mutation::Delete => {
-                let Some(prev) = current else {
+                let Some(prev) = &current else {
                     return Ok((None, None));
                 };
-                inner.rv = next_rv;
-                if let Some(m) = inner.data.get_mut(resource) {
-                    m.remove(&key);
-                }
-                let mut last = (*prev).clone();
+                let mut last = (**prev).clone();
                 set_rv(&mut last, next_rv);
-                let ev = self.record(
-                    &mut inner,
-                    resource,
-                    ns,
-                    name,
-                    EventType::Deleted,
-                    Arc::new(last),
-                    Some(prev),
-                );
-                Ok((None, Some(ev)))
+                (EventType::Deleted, Arc::new(last))
             }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        inner: &mut Inner,
-        resource: &str,
-        ns: &str,
-        name: &str,
-        kind: EventType,
-        object: Arc<Value>,
-        prev: Option<Arc<Value>>,
-    ) -> Arc<Event> {
+        };
         let ev = Arc::new(Event {
-            rv: inner.rv,
+            rv: next_rv,
             resource: resource.to_string(),
             namespace: ns.to_string(),
             name: name.to_string(),
             kind,
-            object,
-            prev,
+            object: object.clone(),
+            prev: current,
             rendered: std::sync::OnceLock::new(),
             rendered_pb: std::sync::OnceLock::new(),
         });
+        if let Some(wal) = inner.wal.as_mut() {
+            wal.append(&ev)?;
+        }
+        // Durable: apply and publish.
+        inner.rv = next_rv;
+        let stored = if kind == EventType::Deleted {
+            if let Some(m) = inner.data.get_mut(resource) {
+                m.remove(&key);
+            }
+            None
+        } else {
+            inner
+                .data
+                .entry(resource.to_string())
+                .or_default()
+                .insert(key, object.clone());
+            Some(object)
+        };
         inner.history.push_back(ev.clone());
         while inner.history.len() > self.history_cap {
             if let Some(old) = inner.history.pop_front() {
                 inner.compacted = old.rv;
             }
         }
-        if let Some(wal) = inner.wal.as_mut() {
-            wal.append(&ev);
-        }
         // No receivers is fine.
         let _ = self.tx.send(ev.clone());
-        ev
+        Ok((stored, Some(ev)))
     }
 
     /// Subscribes to changes after revision `from`: returns the buffered events after it
@@ -478,56 +950,417 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const CM: &str = "/configmaps";
+
+    fn tempdir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    fn try_put(s: &Storage, name: &str, data: Value) -> Result<u64, StorageError> {
+        let (obj, _) = s.mutate::<StorageError>(CM, "ns", name, |_, _| {
+            Ok(Mutation::Put(
+                json!({"metadata": {"name": name}, "data": data}),
+            ))
+        })?;
+        Ok(object_rv(&obj.unwrap()))
+    }
+
+    fn try_delete(s: &Storage, name: &str) -> Result<(), StorageError> {
+        let (obj, ev) = s.mutate::<StorageError>(CM, "ns", name, |_, _| Ok(Mutation::Delete))?;
+        assert!(obj.is_none() && ev.is_some(), "{name} was deleted");
+        Ok(())
+    }
+
+    /// name -> data of every stored configmap.
+    fn state(s: &Storage) -> BTreeMap<String, Value> {
+        s.list(CM, None)
+            .0
+            .iter()
+            .map(|o| {
+                (
+                    o["metadata"]["name"].as_str().unwrap().to_string(),
+                    o["data"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn log_bytes(dir: &Path) -> Vec<u8> {
+        std::fs::read(dir.join(LOG)).unwrap()
+    }
+
+    #[test]
+    fn crc32_matches_the_ieee_check_value() {
+        assert_eq!(crc32(&[b"123456789"]), 0xCBF4_3926);
+        assert_eq!(crc32(&[b"1234", b"56789"]), 0xCBF4_3926);
+    }
+
     #[test]
     fn persists_across_reopen_and_survives_a_torn_write() {
-        let dir = std::env::temp_dir().join(format!(
-            "kw-storage-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
+        let dir = tempdir();
         {
-            let s = Storage::open(&dir, 100).unwrap();
+            let s = Storage::open(dir.path(), 100).unwrap();
             put(&s, "a", 1);
             put(&s, "b", 2);
             put(&s, "a", 3);
-            s.mutate::<()>("/configmaps", "ns", "b", |_, _| Ok(Mutation::Delete))
-                .unwrap();
+            try_delete(&s, "b").unwrap();
         }
-        // Simulate a crash in the middle of appending a record.
-        {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .open(dir.join("objects.jsonl"))
-                .unwrap();
-            f.write_all(b"{\"rv\": 99, \"r\": \"/configmaps\", \"ns\"")
-                .unwrap();
-        }
-        let s = Storage::open(&dir, 100).unwrap();
-        let (items, rv) = s.list("/configmaps", None);
+        // A crash in the middle of appending a record.
+        let mut bytes = log_bytes(dir.path());
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(b"\x20\x00\x00\x00\x01\x02\x03\x04{\"rv\": 99, \"r\"");
+        std::fs::write(dir.path().join(LOG), &bytes).unwrap();
+        let s = Storage::open(dir.path(), 100).unwrap();
+        let (items, rv) = s.list(CM, None);
         assert_eq!(items.len(), 1);
         assert_eq!(items[0]["v"], 3);
-        assert!(rv >= 4, "revisions continue after a restart");
+        assert_eq!(rv, 5, "revisions continue after a restart");
         let next = put(&s, "c", 1);
-        assert!(next > rv);
+        assert_eq!(next, 6);
         assert!(s.is_healthy());
         drop(s);
-        let s = Storage::open(&dir, 100).unwrap();
-        assert_eq!(s.list("/configmaps", None).0.len(), 2);
-        let _ = std::fs::remove_dir_all(&dir);
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(s.list(CM, None).0.len(), 2);
+        assert_eq!(s.current_rv(), 6);
+    }
+
+    /// (a) A crash can tear the last record at any byte, including inside a multi-byte
+    /// UTF-8 character: startup succeeds with every earlier write. Odd offsets start with
+    /// a full disk (no compaction: the torn tail is cut in place) and check that the log
+    /// keeps working after it.
+    #[test]
+    fn a_record_torn_at_any_byte_keeps_every_earlier_write() {
+        let dir = tempdir();
+        let src = dir.path().join("src");
+        let (before, rv_before, start);
+        {
+            let s = Storage::open(&src, 100).unwrap();
+            try_put(&s, "a", json!({"k": "v"})).unwrap();
+            try_put(&s, "b", json!({"k": "grüße"})).unwrap();
+            try_delete(&s, "a").unwrap();
+            before = state(&s);
+            rv_before = s.current_rv();
+            start = log_bytes(&src).len();
+            try_put(&s, "z", json!("é✓日🦀")).unwrap();
+        }
+        let bytes = log_bytes(&src);
+        let torn = &bytes[start..];
+        assert!(
+            torn.iter().filter(|b| *b & 0xC0 == 0x80).count() >= 6,
+            "some cuts fall inside multi-byte characters"
+        );
+        let work = dir.path().join("work");
+        for cut in start..bytes.len() {
+            let _ = std::fs::remove_dir_all(&work);
+            std::fs::create_dir_all(&work).unwrap();
+            std::fs::write(work.join(LOG), &bytes[..cut]).unwrap();
+            let full_disk = cut % 2 == 1;
+            let space = Space::default();
+            space.set(full_disk.then_some(0));
+            let s = Storage::open_with(&work, 100, space.clone())
+                .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            assert_eq!(state(&s), before, "cut at {cut}");
+            assert_eq!(s.current_rv(), rv_before, "cut at {cut}");
+            if !full_disk {
+                continue;
+            }
+            space.set(None);
+            assert_eq!(try_put(&s, "after", json!("é")).unwrap(), rv_before + 1);
+            drop(s);
+            let s = Storage::open(&work, 100).unwrap();
+            let mut expected = before.clone();
+            expected.insert("after".into(), json!("é"));
+            assert_eq!(state(&s), expected, "cut at {cut}, after a write");
+            assert_eq!(s.current_rv(), rv_before + 1);
+        }
+        let s = Storage::open(&src, 100).unwrap();
+        assert_eq!(state(&s)["z"], json!("é✓日🦀"));
+    }
+
+    /// A damaged region in the middle of the log (a torn record followed by intact ones,
+    /// or a flipped bit) costs only the damaged record.
+    #[test]
+    fn damage_inside_the_log_is_skipped_and_later_records_load() {
+        let dir = tempdir();
+        let (after_a, after_b);
+        {
+            let s = Storage::open(dir.path(), 100).unwrap();
+            put(&s, "a", 1);
+            after_a = log_bytes(dir.path()).len();
+            put(&s, "b", 2);
+            after_b = log_bytes(dir.path()).len();
+            put(&s, "c", 3);
+            try_delete(&s, "a").unwrap();
+        }
+        let good = log_bytes(dir.path());
+        // A torn record (header and half a payload) between b and c.
+        let mut torn = good[..after_b].to_vec();
+        torn.extend_from_slice(&good[after_b..after_b + HEADER + 9]);
+        torn.extend_from_slice(&good[after_b..]);
+        std::fs::write(dir.path().join(LOG), &torn).unwrap();
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(state(&s).keys().collect::<Vec<_>>(), ["b", "c"]);
+        assert_eq!(s.current_rv(), 5);
+        drop(s);
+        // A flipped bit inside b's record: b is lost, the records around it are not.
+        let mut flipped = good.clone();
+        flipped[after_a + HEADER + 5] ^= 0x04;
+        std::fs::write(dir.path().join(LOG), &flipped).unwrap();
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(state(&s).keys().collect::<Vec<_>>(), ["c"]);
+        assert_eq!(s.current_rv(), 5);
+    }
+
+    /// The old line-based log: read as bytes (a tear inside a multi-byte character is no
+    /// error), an intact record after a torn one on the same line is found, and the data
+    /// moves to the framed log.
+    #[test]
+    fn legacy_log_is_read_as_bytes_and_migrated() {
+        let dir = tempdir();
+        let rec = |rv: u64, n: &str, data: Option<&str>| {
+            let o = data.map(|d| json!({"metadata": {"name": n}, "data": d}));
+            serde_json::to_string(&json!({"rv": rv, "r": CM, "ns": "ns", "n": n, "o": o})).unwrap()
+        };
+        let torn_mid = rec(2, "torn", Some("日本"));
+        let torn_mid = &torn_mid.as_bytes()[..torn_mid.find('日').unwrap() + 1];
+        let torn_tail = rec(5, "tail", Some("日本"));
+        let torn_tail = &torn_tail.as_bytes()[..torn_tail.find('本').unwrap() + 2];
+        let mut legacy = Vec::new();
+        legacy.extend_from_slice(rec(1, "a", Some("1")).as_bytes());
+        legacy.push(b'\n');
+        legacy.extend_from_slice(torn_mid);
+        legacy.extend_from_slice(rec(3, "b", Some("ü")).as_bytes());
+        legacy.push(b'\n');
+        legacy.extend_from_slice(rec(4, "a", None).as_bytes());
+        legacy.push(b'\n');
+        legacy.extend_from_slice(torn_tail);
+        assert!(std::str::from_utf8(&legacy).is_err());
+        std::fs::write(dir.path().join(LEGACY_LOG), &legacy).unwrap();
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(state(&s), BTreeMap::from([("b".into(), json!("ü"))]));
+        assert_eq!(s.current_rv(), 4);
+        assert!(!dir.path().join(LEGACY_LOG).exists());
+        drop(s);
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(state(&s), BTreeMap::from([("b".into(), json!("ü"))]));
+        assert_eq!(s.current_rv(), 4);
+    }
+
+    /// (b) A full disk at every possible point of an append: the write fails, nothing
+    /// changes (memory, watchers, log), and once space returns writes succeed; a restart
+    /// has every acknowledged write and none of the failed ones.
+    #[test]
+    fn a_full_disk_fails_the_write_and_changes_nothing() {
+        let dir = tempdir();
+        let s = Storage::open(dir.path(), 100).unwrap();
+        try_put(&s, "a", json!("1")).unwrap();
+        try_put(&s, "b", json!("1")).unwrap();
+        let rv = s.current_rv();
+        let len = log_bytes(dir.path()).len();
+        let (_, mut rx, _) = s.watch_from(rv).unwrap();
+        let before = state(&s);
+        let mut failures = 0;
+        let acked = loop {
+            s.set_free_space(Some(failures));
+            let name = format!("x{failures:03}");
+            match try_put(&s, &name, json!("ü".repeat(20))) {
+                Ok(new_rv) => break (name, new_rv),
+                Err(e) => {
+                    let StorageError::Persist {
+                        rv: failed_rv,
+                        source,
+                        ..
+                    } = &e
+                    else {
+                        panic!("{e}")
+                    };
+                    assert_eq!(*failed_rv, rv + 1);
+                    assert_eq!(source.kind(), io::ErrorKind::StorageFull, "{e}");
+                    assert!(e.to_string().contains("could not be persisted"), "{e}");
+                    assert_eq!(state(&s), before);
+                    assert_eq!(s.current_rv(), rv);
+                    assert!(s.get(CM, "ns", &name).is_none());
+                    assert!(rx.try_recv().is_err(), "watchers saw a failed write");
+                    assert_eq!(log_bytes(dir.path()).len(), len, "the log was cut back");
+                    assert!(!s.is_healthy());
+                    // Deletes fail the same way.
+                    s.set_free_space(Some(0));
+                    assert!(try_delete(&s, "a").is_err());
+                    assert!(s.get(CM, "ns", "a").is_some());
+                    failures += 1;
+                }
+            }
+        };
+        assert!(
+            failures > 60,
+            "every byte of the record was a failure point"
+        );
+        assert_eq!(acked.1, rv + 1);
+        assert!(s.is_healthy());
+        assert_eq!(rx.try_recv().unwrap().name, acked.0);
+        s.set_free_space(None);
+        try_delete(&s, "a").unwrap();
+        let rv = try_put(&s, "c", json!("1")).unwrap();
+        let expected = state(&s);
+        assert_eq!(expected.keys().collect::<Vec<_>>(), ["b", "c", &acked.0]);
+        drop(s);
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(state(&s), expected);
+        assert_eq!(s.current_rv(), rv);
+        let mut records = Records::new(&[]);
+        let bytes = log_bytes(dir.path());
+        records.buf = &bytes;
+        assert!(records.by_ref().count() > 0);
+        assert_eq!(records.skipped, 0, "no damaged bytes in the log");
+    }
+
+    /// A log file whose sync or truncate fails on demand.
+    struct Flaky {
+        file: std::fs::File,
+        fail_sync: Arc<std::sync::atomic::AtomicU32>,
+        fail_truncate: Arc<std::sync::atomic::AtomicU32>,
+    }
+
+    fn take(n: &std::sync::atomic::AtomicU32) -> bool {
+        use std::sync::atomic::Ordering;
+        n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
+            .is_ok()
+    }
+
+    impl LogFile for Flaky {
+        fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+            self.file.append(buf)
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            if take(&self.fail_sync) {
+                return Err(io::Error::other("injected EIO on sync"));
+            }
+            self.file.sync()
+        }
+        fn truncate(&mut self, len: u64) -> io::Result<()> {
+            if take(&self.fail_truncate) {
+                return Err(io::Error::other("injected failure to truncate"));
+            }
+            self.file.truncate(len)
+        }
+    }
+
+    /// A failed sync (the record is complete in the file but not acknowledged) whose
+    /// rollback also fails at first: no later record is appended until the unacknowledged
+    /// one is cut, so it never resurfaces.
+    #[test]
+    fn a_failed_sync_is_cut_before_anything_else_is_appended() {
+        use std::sync::atomic::AtomicU32;
+        let dir = tempdir();
+        let s = Storage::open(dir.path(), 100).unwrap();
+        try_put(&s, "a", json!("1")).unwrap();
+        let fail_sync = Arc::new(AtomicU32::new(1));
+        let fail_truncate = Arc::new(AtomicU32::new(2));
+        {
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.path().join(LOG))
+                .unwrap();
+            let mut inner = s.lock();
+            inner.wal.as_mut().unwrap().file = Box::new(Flaky {
+                file,
+                fail_sync: fail_sync.clone(),
+                fail_truncate: fail_truncate.clone(),
+            });
+        }
+        let len = log_bytes(dir.path()).len();
+        let e = try_put(&s, "b", json!("1")).unwrap_err();
+        assert!(e.to_string().contains("injected EIO"), "{e}");
+        assert!(
+            log_bytes(dir.path()).len() > len,
+            "the record is in the file"
+        );
+        let e = try_put(&s, "c", json!("1")).unwrap_err();
+        assert!(matches!(e, StorageError::Repair { .. }), "{e}");
+        assert_eq!(state(&s).keys().collect::<Vec<_>>(), ["a"]);
+        let rv = try_put(&s, "d", json!("1")).unwrap();
+        assert_eq!(rv, 3);
+        drop(s);
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(state(&s).keys().collect::<Vec<_>>(), ["a", "d"]);
+        assert_eq!(s.current_rv(), 3);
+    }
+
+    /// (c) Revisions never go back across restarts and compactions, even when the newest
+    /// changes were deletes; a watch from the last revision clients saw gets new events,
+    /// an older one gets TooOld (410).
+    #[test]
+    fn revisions_never_go_back_when_the_newest_changes_were_deletes() {
+        let dir = tempdir();
+        let max;
+        {
+            let s = Storage::open(dir.path(), 100).unwrap();
+            for n in ["a", "b", "c"] {
+                try_put(&s, n, json!("1")).unwrap();
+            }
+            try_delete(&s, "b").unwrap();
+            try_delete(&s, "c").unwrap();
+            max = s.current_rv();
+            assert_eq!(max, 6);
+        }
+        // Two restarts in a row: the second compacts a log that holds no change at all.
+        drop(Storage::open(dir.path(), 100).unwrap());
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(s.current_rv(), max);
+        assert!(matches!(
+            s.watch_from(max - 1),
+            Err(TooOld { oldest, current }) if oldest == max && current == max
+        ));
+        assert!(s.list_at(CM, None, max - 1, None).is_err());
+        let (past, mut rx, _) = s.watch_from(max).unwrap();
+        assert!(past.is_empty());
+        assert_eq!(try_put(&s, "d", json!("1")).unwrap(), max + 1);
+        let ev = rx.try_recv().unwrap();
+        assert_eq!((ev.rv, ev.name.as_str()), (max + 1, "d"));
+    }
+
+    /// When the compacted log cannot be written at startup (full disk), the server starts
+    /// from the log as it is, cuts its torn tail in place, and appends after it.
+    #[test]
+    fn startup_with_a_full_disk_uses_the_log_as_it_is() {
+        let dir = tempdir();
+        {
+            let s = Storage::open(dir.path(), 100).unwrap();
+            put(&s, "a", 1);
+            put(&s, "b", 2);
+            try_delete(&s, "a").unwrap();
+        }
+        let mut bytes = log_bytes(dir.path());
+        let good = bytes.len();
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(b"\xff\x00");
+        std::fs::write(dir.path().join(LOG), &bytes).unwrap();
+        let space = Space::default();
+        space.set(Some(0));
+        let s = Storage::open_with(dir.path(), 100, space.clone()).unwrap();
+        assert_eq!(state(&s).keys().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(s.current_rv(), 4);
+        assert!(!dir.path().join(LOG_TMP).exists());
+        assert_eq!(log_bytes(dir.path()).len(), good, "the torn tail was cut");
+        let e = try_put(&s, "c", json!("1")).unwrap_err();
+        assert!(
+            matches!(&e, StorageError::Persist { source, .. } if source.kind() == io::ErrorKind::StorageFull)
+        );
+        space.set(None);
+        assert_eq!(try_put(&s, "c", json!("1")).unwrap(), 5);
+        drop(s);
+        let s = Storage::open(dir.path(), 100).unwrap();
+        assert_eq!(state(&s).keys().collect::<Vec<_>>(), ["b", "c"]);
+        assert_eq!(s.current_rv(), 5);
     }
 
     fn put(s: &Storage, name: &str, v: i64) -> u64 {
         let (obj, _) = s
-            .mutate::<()>("/configmaps", "ns", name, |_, _| {
+            .mutate::<()>(CM, "ns", name, |_, _| {
                 Ok(Mutation::Put(json!({"metadata": {"name": name}, "v": v})))
             })
             .unwrap();
-        obj.unwrap()["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap()
+        object_rv(&obj.unwrap())
     }
 
     #[test]
