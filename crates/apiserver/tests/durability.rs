@@ -1,0 +1,273 @@
+//! The data directory keeps its promises through HTTP: a write that cannot be persisted
+//! (full disk) fails with 500 InternalError and changes nothing, later writes succeed once
+//! there is space again, and resourceVersions never go backwards across a restart (a watch
+//! from the last revision a client saw gets new events; older ones get 410 Expired).
+//! Embedded-only: a real cluster has its own storage.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use hyper_util::rt::TokioExecutor;
+use kubewright_apiserver::TestServer;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+struct Http {
+    base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Http {
+    fn new(server: &TestServer) -> Self {
+        Self {
+            base: server.url(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> hyper::Response<Incoming> {
+        let req = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(
+                body.map(|b| b.to_string()).unwrap_or_default(),
+            )))
+            .unwrap();
+        self.client.request(req).await.unwrap()
+    }
+
+    /// The status and the JSON body (Null when the body is not JSON).
+    async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> (StatusCode, Value) {
+        let resp = self.send(method, path, body).await;
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn watch(&self, path: &str) -> Watch {
+        let resp = self.send(Method::GET, path, None).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        Watch {
+            body: resp.into_body(),
+            buf: Vec::new(),
+        }
+    }
+}
+
+struct Watch {
+    body: Incoming,
+    buf: Vec<u8>,
+}
+
+impl Watch {
+    /// The next event (waits for it, up to 10 s); None when the stream ended.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return Some(serde_json::from_slice(&line).unwrap());
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(10), self.body.frame())
+                .await
+                .expect("no watch event within 10 s");
+            match frame {
+                Some(f) => {
+                    if let Ok(data) = f.unwrap().into_data() {
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+                None => return None,
+            }
+        }
+    }
+}
+
+fn cm(name: &str, v: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": v}})
+}
+
+fn rv(obj: &Value) -> u64 {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion in {obj}"))
+}
+
+fn assert_storage_error(status: StatusCode, body: &Value) {
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["reason"], "InternalError", "{body}");
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Internal error occurred: storage: resourceVersion"),
+        "{msg}"
+    );
+    assert!(msg.contains("no space left on device"), "{msg}");
+    assert_eq!(
+        body["details"]["causes"][0]["message"]
+            .as_str()
+            .map(|m| msg.ends_with(m)),
+        Some(true)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_disk_write_fails_with_500_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .unwrap();
+    let http = Http::new(&server);
+    let (status, a) = http.call(Method::POST, CMS, Some(&cm("a", "1"))).await;
+    assert_eq!(status, StatusCode::CREATED, "{a}");
+
+    server.state().storage.set_free_space(Some(0));
+    let (status, body) = http.call(Method::POST, CMS, Some(&cm("b", "1"))).await;
+    assert_storage_error(status, &body);
+    // generateName does not turn the failure into a retry or a 409.
+    let generated =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "g-"}});
+    let (status, body) = http.call(Method::POST, CMS, Some(&generated)).await;
+    assert_storage_error(status, &body);
+    let mut update = a.clone();
+    update["data"]["v"] = json!("2");
+    let (status, body) = http
+        .call(Method::PUT, &format!("{CMS}/a"), Some(&update))
+        .await;
+    assert_storage_error(status, &body);
+    let (status, body) = http.call(Method::DELETE, &format!("{CMS}/a"), None).await;
+    assert_storage_error(status, &body);
+    // Nothing changed, and the server still serves reads.
+    let (status, got) = http.call(Method::GET, &format!("{CMS}/a"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got, a);
+    let (status, _) = http.call(Method::GET, &format!("{CMS}/b"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, list) = http.call(Method::GET, CMS, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"a") && !names.contains(&"b"), "{names:?}");
+    assert!(rv(&list) >= rv(&a));
+    let (status, _) = http.call(Method::GET, "/readyz", None).await;
+    assert_eq!(
+        status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "readyz reports the storage"
+    );
+
+    // Space returns: writes succeed again.
+    server.state().storage.set_free_space(None);
+    let (status, b) = http.call(Method::POST, CMS, Some(&cm("b", "1"))).await;
+    assert_eq!(status, StatusCode::CREATED, "{b}");
+    assert!(rv(&b) > rv(&list));
+    let (status, a2) = http
+        .call(Method::PUT, &format!("{CMS}/a"), Some(&update))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{a2}");
+    let (status, _) = http.call(Method::GET, "/readyz", None).await;
+    assert_eq!(status, StatusCode::OK);
+    server.stop();
+    drop(server);
+
+    // A restart has every acknowledged write and none of the failed ones.
+    let server = TestServer::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .unwrap();
+    let http = Http::new(&server);
+    let (_, got) = http.call(Method::GET, &format!("{CMS}/a"), None).await;
+    assert_eq!(got, a2);
+    let (_, got) = http.call(Method::GET, &format!("{CMS}/b"), None).await;
+    assert_eq!(got, b);
+    let (_, list) = http.call(Method::GET, CMS, None).await;
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| !o["metadata"]["name"].as_str().unwrap().starts_with("g-")),
+        "{list}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisions_continue_after_a_restart_whose_newest_changes_were_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let last_seen;
+    {
+        let server = TestServer::builder()
+            .data_dir(dir.path())
+            .start()
+            .await
+            .unwrap();
+        let http = Http::new(&server);
+        for name in ["x", "y", "z"] {
+            let (status, _) = http.call(Method::POST, CMS, Some(&cm(name, "1"))).await;
+            assert_eq!(status, StatusCode::CREATED);
+        }
+        for name in ["y", "z"] {
+            let (status, _) = http
+                .call(Method::DELETE, &format!("{CMS}/{name}"), None)
+                .await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        let (_, list) = http.call(Method::GET, CMS, None).await;
+        last_seen = rv(&list);
+        server.stop();
+    }
+    let server = TestServer::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .unwrap();
+    let http = Http::new(&server);
+    let (_, list) = http.call(Method::GET, CMS, None).await;
+    assert!(rv(&list) >= last_seen, "{} < {last_seen}", rv(&list));
+
+    // An older revision is gone: 410 Expired, not silence.
+    let mut old = http
+        .watch(&format!(
+            "{CMS}?watch=true&resourceVersion={}",
+            last_seen - 1
+        ))
+        .await;
+    let ev = old.next().await.unwrap();
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!(ev["object"]["code"], 410, "{ev}");
+    assert_eq!(ev["object"]["reason"], "Expired", "{ev}");
+
+    // The last revision clients saw: the watch gets the next change.
+    let mut w = http
+        .watch(&format!("{CMS}?watch=true&resourceVersion={}", rv(&list)))
+        .await;
+    let (status, created) = http.call(Method::POST, CMS, Some(&cm("after", "1"))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(rv(&created) > last_seen);
+    let ev = w.next().await.unwrap();
+    assert_eq!(ev["type"], "ADDED", "{ev}");
+    assert_eq!(ev["object"]["metadata"]["name"], "after", "{ev}");
+    assert_eq!(rv(&ev["object"]), rv(&created));
+}
