@@ -33,7 +33,9 @@ enum Command {
         /// Require this bearer token (default: a random token written to the kubeconfig).
         #[arg(long, env = "KW_TOKEN", hide_env_values = true)]
         token: Option<String>,
-        /// Persist objects in this directory (default: in memory only).
+        /// Persist objects in this directory (created if missing; default: in memory
+        /// only). A write is acknowledged once it is on disk; a restart keeps every
+        /// acknowledged write and continues the resourceVersions.
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
@@ -95,21 +97,15 @@ async fn main() -> ExitCode {
             token,
             data_dir,
         } => {
-            if let Some(dir) = data_dir {
-                eprintln!(
-                    "kw serve: --data-dir {} is not supported yet: objects live in memory only",
-                    dir.display()
-                );
-                return ExitCode::from(2);
-            }
             let token = token.unwrap_or_else(|| format!("kw-{:032x}", rand::random::<u128>()));
-            let server = match kubewright_apiserver::TestServer::builder()
+            let mut builder = kubewright_apiserver::TestServer::builder()
                 .port(port)
                 .tls(!insecure)
-                .token(token)
-                .start()
-                .await
-            {
+                .token(token);
+            if let Some(dir) = &data_dir {
+                builder = builder.data_dir(dir);
+            }
+            let server = match builder.start().await {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("kw serve: failed to start: {e}");
@@ -125,6 +121,9 @@ async fn main() -> ExitCode {
             }
             println!("kubewright API server listening on {}", server.url());
             println!("kubeconfig: {}", kubeconfig_out.display());
+            if let Some(dir) = &data_dir {
+                println!("data directory: {}", dir.display());
+            }
             if server.ca_pem().is_some() {
                 println!(
                     "CA certificate: {}",
