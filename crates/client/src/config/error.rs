@@ -166,6 +166,16 @@ pub enum ConfigError {
         command: String,
     },
 
+    /// The exec plugin did not finish in time ([`ExecConfig::timeout`](super::ExecConfig::timeout));
+    /// it was killed.
+    #[error("exec plugin {command:?} did not finish within {timeout:?} and was killed")]
+    ExecTimeout {
+        /// The command (never its arguments or environment, which may hold secrets).
+        command: String,
+        /// The timeout that expired.
+        timeout: std::time::Duration,
+    },
+
     /// The exec plugin exited unsuccessfully.
     #[error("exec plugin {command:?} failed with {}{}", .code.map(|c| format!("exit code {c}")).unwrap_or_else(|| "no exit code (killed by a signal)".to_owned()), stderr_suffix(.stderr))]
     ExecFailed {
@@ -173,7 +183,8 @@ pub enum ConfigError {
         command: String,
         /// The exit code, if the process exited normally.
         code: Option<i32>,
-        /// Its standard error output (truncated).
+        /// The tail of its standard error output, with anything that looks like a
+        /// credential (tokens, keys, PEM blocks) redacted.
         stderr: String,
     },
 

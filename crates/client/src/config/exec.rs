@@ -5,12 +5,14 @@
 
 use std::fmt;
 use std::process::Stdio;
+use std::time::Duration;
 
 use base64::Engine as _;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::ClientIdentity;
 use super::error::{ConfigError, truncate_tail};
+use super::redact::redact_secrets;
 
 /// `client.authentication.k8s.io/v1`.
 pub const EXEC_API_V1: &str = "client.authentication.k8s.io/v1";
@@ -20,8 +22,25 @@ pub const EXEC_API_V1BETA1: &str = "client.authentication.k8s.io/v1beta1";
 /// The environment variable that carries the `ExecCredential` request to the plugin.
 pub const EXEC_INFO_ENV: &str = "KUBERNETES_EXEC_INFO";
 
-/// Most bytes of plugin stderr kept in an error.
-const MAX_STDERR: usize = 4096;
+/// Most bytes of (redacted) plugin stderr kept in an error or a log line: the tail,
+/// where the reason for a failure usually is.
+const MAX_STDERR: usize = 2048;
+
+/// Most bytes of plugin stderr read into memory (the tail is kept).
+const MAX_STDERR_CAPTURE: usize = 64 * 1024;
+
+/// Most bytes of plugin stdout accepted (an `ExecCredential` is a few KiB).
+const MAX_STDOUT: usize = 1024 * 1024;
+
+/// How long a non-interactive run of an exec plugin may take by default. client-go has
+/// no limit; token helpers (cloud CLIs, `kubelogin` with a cached token) answer in
+/// seconds, and a plugin that waits for a human cannot get one when not interactive.
+pub const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an interactive run (standard input is a terminal) may take by default:
+/// long enough for a person to log in through a browser or type a one-time code
+/// (`kubelogin`'s own browser wait is 3 minutes).
+pub const EXEC_INTERACTIVE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// An exec credential plugin, resolved from a kubeconfig `user.exec` section.
 #[derive(Clone, Default)]
@@ -42,6 +61,11 @@ pub struct ExecConfig {
     pub provide_cluster_info: bool,
     /// Cluster information sent to the plugin when `provide_cluster_info` is set.
     pub cluster: Option<ExecClusterInfo>,
+    /// How long one run may take before the plugin is killed and
+    /// [`ConfigError::ExecTimeout`] returned. `None`: [`EXEC_TIMEOUT`], or
+    /// [`EXEC_INTERACTIVE_TIMEOUT`] when the plugin runs interactively. Not a
+    /// kubeconfig field; set it in code.
+    pub timeout: Option<Duration>,
 }
 
 impl fmt::Debug for ExecConfig {
@@ -57,6 +81,7 @@ impl fmt::Debug for ExecConfig {
             .field("install_hint", &self.install_hint)
             .field("provide_cluster_info", &self.provide_cluster_info)
             .field("cluster", &self.cluster)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -190,8 +215,13 @@ pub(crate) async fn run_exec(
         cmd.stdin(Stdio::null()).stderr(Stdio::piped());
     }
 
-    tracing::debug!(command = %config.command, interactive, "running exec credential plugin");
-    let child = cmd.spawn().map_err(|source| {
+    let timeout = config.timeout.unwrap_or(if interactive {
+        EXEC_INTERACTIVE_TIMEOUT
+    } else {
+        EXEC_TIMEOUT
+    });
+    tracing::debug!(command = %config.command, interactive, ?timeout, "running exec credential plugin");
+    let mut child = cmd.spawn().map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             ConfigError::ExecNotFound {
                 command: config.command.clone(),
@@ -204,29 +234,100 @@ pub(crate) async fn run_exec(
             }
         }
     })?;
-    let output = child
-        .wait_with_output()
-        .await
-        .map_err(|source| ConfigError::ExecSpawn {
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let run = async {
+        tokio::try_join!(
+            child.wait(),
+            read_head(stdout, MAX_STDOUT),
+            read_tail(stderr, MAX_STDERR_CAPTURE),
+        )
+    };
+    let (status, stdout, stderr) = match tokio::time::timeout(timeout, run).await {
+        Ok(done) => done.map_err(|source| ConfigError::ExecSpawn {
             command: config.command.clone(),
             source,
-        })?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
+        })?,
+        Err(_) => {
+            // Kill and reap the plugin. Processes it started and that keep running
+            // are not waited for: their pipes are simply dropped.
+            if let Err(e) = child.kill().await {
+                tracing::debug!(command = %config.command, error = %e, "killing the exec plugin failed");
+            }
+            return Err(ConfigError::ExecTimeout {
+                command: config.command.clone(),
+                timeout,
+            });
+        }
+    };
+    let stderr = stderr_for_humans(&stderr);
+    if !status.success() {
         return Err(ConfigError::ExecFailed {
             command: config.command.clone(),
-            code: output.status.code(),
-            stderr: truncate_tail(stderr.trim(), MAX_STDERR),
+            code: status.code(),
+            stderr,
         });
     }
-    if !stderr.trim().is_empty() {
+    if !stderr.is_empty() {
         tracing::debug!(
             command = %config.command,
-            stderr = %truncate_tail(stderr.trim(), MAX_STDERR),
+            %stderr,
             "exec credential plugin wrote to stderr"
         );
     }
-    parse_exec_credential(config, &output.stdout)
+    parse_exec_credential(config, &stdout)
+}
+
+/// Plugin stderr as it may appear in an error or a log: secrets redacted, at most
+/// [`MAX_STDERR`] bytes of the tail.
+pub(crate) fn stderr_for_humans(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    truncate_tail(redact_secrets(text.trim()).trim(), MAX_STDERR)
+}
+
+/// Reads a pipe to its end, keeping at most `max` bytes of the beginning (the rest is
+/// read and dropped so that the writer never blocks).
+async fn read_head<R: tokio::io::AsyncRead + Unpin>(
+    pipe: Option<R>,
+    max: usize,
+) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt as _;
+    let mut out = Vec::new();
+    let Some(mut pipe) = pipe else {
+        return Ok(out);
+    };
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = pipe.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let room = max.saturating_sub(out.len());
+        out.extend_from_slice(&buf[..n.min(room)]);
+    }
+}
+
+/// Reads a pipe to its end, keeping at most about `max` bytes of the end.
+async fn read_tail<R: tokio::io::AsyncRead + Unpin>(
+    pipe: Option<R>,
+    max: usize,
+) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt as _;
+    let mut out = Vec::new();
+    let Some(mut pipe) = pipe else {
+        return Ok(out);
+    };
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = pipe.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+        if out.len() > 2 * max {
+            out.drain(..out.len() - max);
+        }
+    }
 }
 
 /// Parse the plugin's output. Type errors are reported by field name only: serde

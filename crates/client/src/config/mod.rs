@@ -29,6 +29,7 @@ mod error;
 mod exec;
 mod incluster;
 mod kubeconfig;
+mod redact;
 mod tls;
 
 #[cfg(test)]
@@ -46,7 +47,10 @@ use crate::proxy::ProxyEnv;
 
 pub use auth::{Auth, Authenticator, EXEC_EXPIRY_SKEW, TOKEN_FILE_REFRESH};
 pub use error::ConfigError;
-pub use exec::{EXEC_API_V1, EXEC_API_V1BETA1, EXEC_INFO_ENV, ExecClusterInfo, ExecConfig};
+pub use exec::{
+    EXEC_API_V1, EXEC_API_V1BETA1, EXEC_INFO_ENV, EXEC_INTERACTIVE_TIMEOUT, EXEC_TIMEOUT,
+    ExecClusterInfo, ExecConfig,
+};
 pub use incluster::{SERVICE_ACCOUNT_DIR, SERVICE_HOST_ENV, SERVICE_PORT_ENV};
 pub use kubeconfig::{
     AuthInfo, AuthProviderConfig, Cluster, Context, ExecEnvVar, KUBECONFIG_ENV, Kubeconfig,
@@ -674,6 +678,7 @@ fn exec_config(
         install_hint: exec.install_hint.clone().filter(|h| !h.is_empty()),
         provide_cluster_info: exec.provide_cluster_info,
         cluster: cluster_info,
+        timeout: None,
     })
 }
 

@@ -1020,6 +1020,110 @@ EOF
     }
 
     #[tokio::test]
+    async fn hanging_exec_plugin_is_killed_after_its_timeout() {
+        let dir = tempdir();
+        // `exec` so that the process we spawn is the one that hangs.
+        let mut config = plugin(dir.path(), "echo $$ > \"$STATE_DIR/pid\"\nexec sleep 60");
+        config.args.push("--secret-arg=hunter2".to_owned());
+        config
+            .env
+            .push(("PLUGIN_SECRET".to_owned(), "env-secret-value".to_owned()));
+        config.timeout = Some(std::time::Duration::from_millis(500));
+        let started = std::time::Instant::now();
+        let err = Authenticator::new(&Auth::Exec(config))
+            .header()
+            .await
+            .expect_err("must time out");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
+        let msg = err.to_string();
+        assert!(
+            matches!(err, ConfigError::ExecTimeout { timeout, .. } if timeout.as_millis() == 500),
+            "{msg}"
+        );
+        assert!(msg.contains("/bin/sh") && msg.contains("500ms"), "{msg}");
+        let shown = format!("{msg} {err:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("env-secret-value"),
+            "{shown}"
+        );
+        // The plugin was killed (and reaped) before the error was returned.
+        let pid = std::fs::read_to_string(dir.path().join("pid")).expect("pid");
+        let alive = std::process::Command::new("kill")
+            .args(["-0", pid.trim()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("kill -0");
+        assert!(!alive.success(), "plugin {} still running", pid.trim());
+    }
+
+    #[tokio::test]
+    async fn default_exec_timeouts_depend_on_interactivity() {
+        assert_eq!(EXEC_TIMEOUT, std::time::Duration::from_secs(60));
+        assert_eq!(
+            EXEC_INTERACTIVE_TIMEOUT,
+            std::time::Duration::from_secs(300)
+        );
+        let dir = tempdir();
+        let config = plugin(dir.path(), COUNTING);
+        assert!(config.timeout.is_none());
+        assert!(format!("{config:?}").contains("timeout: None"));
+    }
+
+    #[tokio::test]
+    async fn failing_plugin_stderr_is_redacted_and_bounded() {
+        let dir = tempdir();
+        let jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.QmFzZTY0U2lnbmF0dXJlMTIzNDU2Nzg5";
+        let body = format!(
+            "i=0\nwhile [ $i -lt 300 ]; do echo \"noise line $i\" >&2; i=$((i + 1)); done\n\
+             echo 'debug: refreshing with refresh_token=rt-0123-secret' >&2\n\
+             echo 'cached token {jwt}' >&2\n\
+             echo 'sent Authorization: Bearer opaque.s3cr3t' >&2\n\
+             printf -- '-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n' >&2\n\
+             echo 'error: the server rejected the refresh (invalid_grant)' >&2\n\
+             exit 1"
+        );
+        let config = plugin(dir.path(), &body);
+        let err = Authenticator::new(&Auth::Exec(config))
+            .header()
+            .await
+            .expect_err("must fail");
+        let msg = err.to_string();
+        let ConfigError::ExecFailed { stderr, code, .. } = &err else {
+            panic!("expected ExecFailed, got {msg}");
+        };
+        assert_eq!(*code, Some(1));
+        for secret in [
+            "rt-0123-secret",
+            jwt,
+            "opaque.s3cr3t",
+            "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        ] {
+            assert!(!msg.contains(secret), "{secret} leaked: {msg}");
+            assert!(
+                !format!("{err:?}").contains(secret),
+                "{secret} leaked in Debug"
+            );
+        }
+        // The useful part survives: the last line, and where secrets were.
+        assert!(msg.contains("invalid_grant"), "{msg}");
+        assert!(msg.contains("refresh_token=[redacted]"), "{msg}");
+        assert!(msg.contains("Bearer [redacted]"), "{msg}");
+        assert!(msg.contains("[redacted PEM block]"), "{msg}");
+        // Only a bounded tail: the early noise is gone.
+        assert!(
+            stderr.len() <= 2048 + '…'.len_utf8(),
+            "{} bytes",
+            stderr.len()
+        );
+        assert!(!msg.contains("noise line 0\n"), "{msg}");
+        assert!(stderr.starts_with('…'), "{stderr}");
+    }
+
+    #[tokio::test]
     async fn exec_not_found_includes_install_hint() {
         let dir = tempdir();
         let config = ExecConfig {
