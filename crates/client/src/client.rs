@@ -4,7 +4,7 @@
 use crate::config::{Authenticator, Config};
 use crate::error::{Error, Result};
 use crate::limiter::TokenBucket;
-use crate::proxy::{ProxyConnector, ProxyTarget};
+use crate::proxy::{ProxyConnector, ProxyTarget, TlsTimeoutConnector};
 use bytes::Bytes;
 use futures::Stream;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, header};
@@ -17,8 +17,9 @@ use serde::de::DeserializeOwned;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
-type Connector = hyper_rustls::HttpsConnector<ProxyConnector>;
+type Connector = TlsTimeoutConnector<hyper_rustls::HttpsConnector<ProxyConnector>>;
 
 type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
 
@@ -106,7 +107,7 @@ struct Inner {
     headers: Vec<(HeaderName, HeaderValue)>,
     default_namespace: String,
     max_retries: u32,
-    read_timeout: Option<Duration>,
+    timeout: Option<Duration>,
     warnings: Option<WarningHandler>,
     observer: Option<RequestObserver>,
     host: String,
@@ -128,11 +129,43 @@ impl TryFrom<Config> for Client {
     }
 }
 
-fn is_idempotent(m: &Method) -> bool {
-    matches!(
-        *m,
-        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS
-    )
+/// The wait before retrying a `GET` whose connection was lost (client-go answers such an
+/// error with an artificial `Retry-After: 1`).
+const CONNECTION_RETRY_WAIT: Duration = Duration::from_secs(1);
+
+/// The longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Whether a failed exchange lost an established connection (reset, closed, or ended
+/// before the response: client-go's `IsConnectionReset`, `IsProbableEOF` and
+/// `IsHTTP2ConnectionLost`). Failing to connect (refused, name resolution, TLS, connect
+/// timeout) is not: the server never saw the request, but retrying would only delay an
+/// error the caller should see at once.
+fn is_connection_lost(e: &hyper_util::client::legacy::Error) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    let mut next: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(cause) = next {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            )
+        {
+            return true;
+        }
+        if let Some(h) = cause.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_canceled() || h.is_closed())
+        {
+            return true;
+        }
+        next = cause.source();
+    }
+    false
 }
 
 impl Client {
@@ -175,7 +208,10 @@ impl Client {
             .map(|url| ProxyTarget::from_uri(&url, "proxy-url"))
             .transpose()?;
         let tcp = ProxyConnector::new(http, proxy, &proxy_tls, config.connect_timeout);
-        let connector = builder.enable_all_versions().wrap_connector(tcp);
+        let connector = TlsTimeoutConnector::new(
+            builder.enable_all_versions().wrap_connector(tcp),
+            config.tls_handshake_timeout,
+        );
         let http = Arc::new(Http::new(connector));
         let mut headers = config.headers.clone();
         headers.extend(config.impersonation_headers()?);
@@ -189,10 +225,17 @@ impl Client {
             .to_string()
             .trim_end_matches('/')
             .to_string();
+        // Without user-info, which could hold credentials.
         let host = config
             .cluster_url
             .authority()
-            .map(|a| a.to_string())
+            .map(|a| {
+                a.as_str()
+                    .rsplit('@')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .unwrap_or_default();
         Ok(Self {
             inner: Arc::new(Inner {
@@ -203,7 +246,7 @@ impl Client {
                 headers,
                 default_namespace: config.default_namespace.clone(),
                 max_retries: config.max_retries,
-                read_timeout: config.read_timeout,
+                timeout: config.timeout,
                 warnings: None,
                 observer: None,
                 host,
@@ -239,7 +282,7 @@ impl Client {
             headers: i.headers.clone(),
             default_namespace: i.default_namespace.clone(),
             max_retries: i.max_retries,
-            read_timeout: i.read_timeout,
+            timeout: i.timeout,
             warnings: i.warnings.clone(),
             observer: i.observer.clone(),
             host: i.host.clone(),
@@ -267,7 +310,28 @@ impl Client {
 
     /// Sends a request and returns the raw response (after auth, rate limiting and
     /// retries). Error statuses are *not* converted; see [`Client::request_bytes`].
+    /// [`Config::timeout`] bounds the wait for the response headers only: reading the
+    /// body is up to the caller.
     pub async fn send(&self, req: Request<Vec<u8>>) -> Result<Response<Incoming>> {
+        self.send_until(req).await.map(|(resp, _)| resp)
+    }
+
+    /// The full URL of a request, for errors (user-info redacted).
+    fn display_url(&self, path_and_query: &str) -> String {
+        crate::config::redact_url(&format!("{}{path_and_query}", self.inner.base))
+    }
+
+    fn timed_out(&self) -> Error {
+        Error::Timeout(self.inner.timeout.unwrap_or_default())
+    }
+
+    /// Sends a request with client-go's retry policy (see [`Config::max_retries`]);
+    /// returns the response and the deadline of [`Config::timeout`], if any, for reading
+    /// the body.
+    async fn send_until(
+        &self,
+        req: Request<Vec<u8>>,
+    ) -> Result<(Response<Incoming>, Option<Instant>)> {
         let (parts, body) = req.into_parts();
         let body = Bytes::from(body);
         let path = parts
@@ -278,12 +342,17 @@ impl Client {
         let uri = self.url(&path)?;
         let mut attempt = 0u32;
         let mut auth_retried = false;
+        // Set when the first attempt starts: like client-go, neither the client-side
+        // rate limiter nor the credential of the first attempt count.
+        let mut deadline: Option<Instant> = None;
         loop {
-            let rate_limiter_wait = match &self.inner.limiter {
-                Some(l) => l.acquire().await,
-                None => Duration::ZERO,
+            let rate_limiter_wait = match (&self.inner.limiter, deadline) {
+                (Some(l), Some(d)) => tokio::time::timeout_at(d, l.acquire())
+                    .await
+                    .map_err(|_| self.timed_out())?,
+                (Some(l), None) => l.acquire().await,
+                (None, _) => Duration::ZERO,
             };
-            let started = tokio::time::Instant::now();
             let mut builder = Request::builder()
                 .method(parts.method.clone())
                 .uri(uri.clone());
@@ -311,28 +380,47 @@ impl Client {
                 .inner
                 .http
                 .get(self.inner.auth.client_cert_generation());
-            let result = http.request(req).await;
+            let started = Instant::now();
+            if deadline.is_none() {
+                deadline = self.inner.timeout.map(|t| started + t);
+            }
+            // `None`: the request timeout fired.
+            let result = match deadline {
+                Some(d) => tokio::time::timeout_at(d, http.request(req)).await.ok(),
+                None => Some(http.request(req).await),
+            };
             if let Some(obs) = &self.inner.observer {
                 obs(&RequestInfo {
                     method: &parts.method,
                     host: &self.inner.host,
-                    status: result.as_ref().ok().map(|r| r.status().as_u16()),
+                    status: result
+                        .as_ref()
+                        .and_then(|r| r.as_ref().ok())
+                        .map(|r| r.status().as_u16()),
                     duration: started.elapsed(),
                     rate_limiter_wait,
                     attempt,
                 });
             }
             let resp = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    if is_idempotent(&parts.method) && attempt < self.inner.max_retries {
+                None => {
+                    tracing::debug!(%path, attempt, "request timed out");
+                    return Err(self.timed_out());
+                }
+                Some(Ok(r)) => r,
+                Some(Err(e)) => {
+                    if parts.method == Method::GET
+                        && attempt < self.inner.max_retries
+                        && is_connection_lost(&e)
+                        && fits(deadline, CONNECTION_RETRY_WAIT)
+                    {
                         attempt += 1;
-                        tracing::debug!(%path, attempt, "connection error, retrying: {e}");
-                        tokio::time::sleep(backoff(attempt)).await;
+                        tracing::debug!(%path, attempt, "connection lost, retrying: {e}");
+                        tokio::time::sleep(CONNECTION_RETRY_WAIT).await;
                         continue;
                     }
                     return Err(Error::Transport {
-                        url: path,
+                        url: self.display_url(&path),
                         source: Box::new(e),
                     });
                 }
@@ -347,27 +435,25 @@ impl Client {
                 self.inner.auth.invalidate();
                 continue;
             }
+            // client-go's `checkWait`: only a 429 or 5xx that says when to come back.
             let retry_after = resp
                 .headers()
                 .get(header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
-            let retryable = status == StatusCode::TOO_MANY_REQUESTS
-                || (status.is_server_error() && retry_after.is_some())
-                || ((status == StatusCode::SERVICE_UNAVAILABLE
-                    || status == StatusCode::GATEWAY_TIMEOUT)
-                    && is_idempotent(&parts.method));
-            if retryable && attempt < self.inner.max_retries {
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+            if let Some(wait) = retry_after
+                && (status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error())
+                && attempt < self.inner.max_retries
+                && fits(deadline, wait)
+            {
                 attempt += 1;
-                let wait = retry_after
-                    .map(Duration::from_secs)
-                    .unwrap_or_else(|| backoff(attempt))
-                    .min(Duration::from_secs(60));
-                tracing::debug!(%path, %status, attempt, ?wait, "retrying");
+                tracing::debug!(%path, %status, attempt, ?wait, "retrying after Retry-After");
+                drop(resp);
                 tokio::time::sleep(wait).await;
                 continue;
             }
-            return Ok(resp);
+            return Ok((resp, deadline));
         }
     }
 
@@ -384,29 +470,34 @@ impl Client {
 
     /// Sends a request and returns the body bytes of a successful response; error
     /// responses become [`Error::Api`].
+    /// [`Config::timeout`] bounds the whole exchange, body included.
     pub async fn request_bytes(&self, req: Request<Vec<u8>>) -> Result<(StatusCode, Bytes)> {
-        let fut = async {
-            let resp = self.send(req).await?;
-            let status = resp.status();
-            let gzip = is_gzip(resp.headers());
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| Error::Body(Box::new(e)))?
-                .to_bytes();
-            let body = if gzip { gunzip(&body)? } else { body };
-            if !status.is_success() {
-                return Err(Error::Api(Box::new(status_from_body(status, &body))));
-            }
-            Ok((status, body))
-        };
-        match self.inner.read_timeout {
-            Some(t) => tokio::time::timeout(t, fut)
-                .await
-                .map_err(|_| Error::Timeout(t))?,
-            None => fut.await,
+        let (resp, deadline) = self.send_until(req).await?;
+        let status = resp.status();
+        let body = self.read_body(resp, deadline).await?;
+        if !status.is_success() {
+            return Err(Error::Api(Box::new(status_from_body(status, &body))));
         }
+        Ok((status, body))
+    }
+
+    /// Reads a whole (possibly gzipped) body before `deadline`.
+    async fn read_body(
+        &self,
+        resp: Response<Incoming>,
+        deadline: Option<Instant>,
+    ) -> Result<Bytes> {
+        let gzip = is_gzip(resp.headers());
+        let read = resp.into_body().collect();
+        let body = match deadline {
+            Some(d) => tokio::time::timeout_at(d, read)
+                .await
+                .map_err(|_| self.timed_out())?,
+            None => read.await,
+        }
+        .map_err(|e| Error::Body(Box::new(e)))?
+        .to_bytes();
+        if gzip { gunzip(&body) } else { Ok(body) }
     }
 
     /// Sends a request and decodes a JSON response into `T`.
@@ -425,22 +516,17 @@ impl Client {
     }
 
     /// Sends a request and streams the response body (e.g. a watch). An error status
-    /// becomes [`Error::Api`] before streaming starts.
+    /// becomes [`Error::Api`] before streaming starts. [`Config::timeout`] bounds the
+    /// wait for the response headers (and an error body), not the stream: a watch ends
+    /// with its own `timeoutSeconds`.
     pub async fn request_stream(
         &self,
         req: Request<Vec<u8>>,
     ) -> Result<impl Stream<Item = Result<Bytes>> + Send + use<>> {
-        let resp = self.send(req).await?;
+        let (resp, deadline) = self.send_until(req).await?;
         let status = resp.status();
         if !status.is_success() {
-            let gzip = is_gzip(resp.headers());
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| Error::Body(Box::new(e)))?
-                .to_bytes();
-            let body = if gzip { gunzip(&body)? } else { body };
+            let body = self.read_body(resp, deadline).await?;
             return Err(Error::Api(Box::new(status_from_body(status, &body))));
         }
         let body = resp.into_body();
@@ -481,11 +567,9 @@ fn short_type_name(full: &str) -> String {
     out
 }
 
-fn backoff(attempt: u32) -> Duration {
-    // 1 s like client-go's default retry wait, with jitter, capped.
-    let base = Duration::from_millis(250u64.saturating_mul(1 << attempt.min(6)));
-    let jitter = rand::random::<u64>() % 100;
-    (base + Duration::from_millis(jitter)).min(Duration::from_secs(10))
+/// Whether waiting `wait` before a retry still leaves time before `deadline`.
+fn fits(deadline: Option<Instant>, wait: Duration) -> bool {
+    deadline.is_none_or(|d| Instant::now() + wait < d)
 }
 
 fn is_gzip(h: &http::HeaderMap) -> bool {

@@ -15,10 +15,13 @@ pub enum Error {
     /// The request could not be built.
     #[error(transparent)]
     Request(#[from] kubewright_core::RequestError),
-    /// Connecting or sending failed.
-    #[error("HTTP request to {url} failed: {source}")]
+    /// Connecting or sending failed. The message includes the chain of causes (e.g.
+    /// `tcp connect error: Connection refused`); a typed cause, such as a
+    /// [`ConnectError`] or a [`ProxyError`](crate::proxy::ProxyError), can be found by
+    /// walking [`std::error::Error::source`].
+    #[error("HTTP request to {url} failed: {}", transport_cause(&**.source))]
     Transport {
-        /// The URL (path and query, no credentials).
+        /// The URL (no credentials).
         url: String,
         /// The cause.
         #[source]
@@ -42,9 +45,62 @@ pub enum Error {
     /// TLS setup failed.
     #[error("TLS setup failed: {0}")]
     Tls(String),
-    /// The request did not complete in time.
+    /// The request did not complete within [`Config::timeout`](crate::Config::timeout).
     #[error("request timed out after {0:?}")]
     Timeout(std::time::Duration),
+}
+
+/// Why a connection to the API server could not be opened in time. Found in the
+/// [`source`](std::error::Error::source) chain of an [`Error::Transport`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// No TCP connection within [`Config::connect_timeout`](crate::Config::connect_timeout)
+    /// (name resolution included).
+    #[error("connecting to {host} timed out after {timeout:?}")]
+    ConnectTimeout {
+        /// Host and port of the API server.
+        host: String,
+        /// The connect timeout.
+        timeout: std::time::Duration,
+    },
+    /// The TLS handshake did not finish within
+    /// [`Config::tls_handshake_timeout`](crate::Config::tls_handshake_timeout).
+    #[error("TLS handshake with {host} timed out after {timeout:?}")]
+    TlsHandshakeTimeout {
+        /// Host and port of the API server.
+        host: String,
+        /// The handshake timeout.
+        timeout: std::time::Duration,
+    },
+}
+
+/// The causes of a transport error, without hyper's generic wrapper message
+/// ("client error (Connect)") when it has a more precise source.
+fn transport_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    match (
+        e.downcast_ref::<hyper_util::client::legacy::Error>(),
+        e.source(),
+    ) {
+        (Some(_), Some(inner)) => cause_chain(inner),
+        _ => cause_chain(e),
+    }
+}
+
+/// The messages of `e` and its sources joined by `: `, skipping a cause whose message
+/// is already part of the text (wrappers that repeat their source).
+pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let msg = cause.to_string();
+        if !msg.is_empty() && !out.contains(&msg) {
+            out.push_str(": ");
+            out.push_str(&msg);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 impl Error {
@@ -94,6 +150,30 @@ impl Error {
     /// 400 BadRequest.
     pub fn is_bad_request(&self) -> bool {
         self.status().is_some_and(Status::is_bad_request)
+    }
+    /// The request timed out: [`Error::Timeout`], or a connect, proxy or TLS handshake
+    /// timeout ([`ConnectError`], [`ProxyError::Timeout`](crate::proxy::ProxyError::Timeout))
+    /// behind an [`Error::Transport`].
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Timeout(_) => true,
+            Error::Transport { source, .. } => {
+                let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&**source);
+                while let Some(e) = next {
+                    if e.downcast_ref::<ConnectError>().is_some()
+                        || matches!(
+                            e.downcast_ref::<crate::proxy::ProxyError>(),
+                            Some(crate::proxy::ProxyError::Timeout { .. })
+                        )
+                    {
+                        return true;
+                    }
+                    next = e.source();
+                }
+                false
+            }
+            _ => false,
+        }
     }
 }
 

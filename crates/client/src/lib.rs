@@ -25,6 +25,6 @@ pub mod watch;
 pub use api::{Api, DeleteResult};
 pub use client::{Client, RequestInfo, RequestObserver};
 pub use config::Config;
-pub use error::{Error, Result};
+pub use error::{ConnectError, Error, Result};
 pub use kubewright_core as core;
 pub use skip::WithoutManagedFields;

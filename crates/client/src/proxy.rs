@@ -40,6 +40,7 @@ use tokio::net::TcpStream;
 
 use crate::config::ConfigError;
 use crate::config::redact_url;
+use crate::error::ConnectError;
 
 // ---------------------------------------------------------------- environment
 
@@ -555,7 +556,22 @@ impl ProxyConnector {
     async fn connect(mut self, dst: Uri) -> Result<ProxyStream, BoxError> {
         use tower::Service as _;
         let Some(proxy) = self.proxy.clone() else {
-            let tcp = self.http.call(dst).await?;
+            let host = dst.authority().map(|a| a.to_string()).unwrap_or_default();
+            let connecting = self.http.call(dst);
+            let tcp = match self.timeout {
+                // The whole dial, name resolution included, like Go's `net.Dialer.Timeout`;
+                // hyper's own connect timeout bounds each address attempt.
+                Some(timeout) => match tokio::time::timeout(timeout, connecting).await {
+                    Ok(Ok(tcp)) => tcp,
+                    Ok(Err(e)) if is_timed_out(&e) => {
+                        return Err(ConnectError::ConnectTimeout { host, timeout }.into());
+                    }
+                    Ok(Err(e)) => return Err(e.into()),
+                    Err(_) => return Err(ConnectError::ConnectTimeout { host, timeout }.into()),
+                },
+                None => connecting.await?,
+            };
+            tcp_connected();
             return Ok(ProxyStream::Tcp(tcp.into_inner()));
         };
         let host = dst
@@ -662,7 +678,89 @@ impl ProxyConnector {
             None => handshake.await,
         };
         tracing::debug!(proxy = %proxy.display, %host, port, ok = result.is_ok(), "proxy connection");
-        Ok(result?)
+        let stream = result?;
+        tcp_connected();
+        Ok(stream)
+    }
+}
+
+/// Whether a connect error is a timeout (an `io::ErrorKind::TimedOut` among its causes).
+fn is_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        if cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        next = cause.source();
+    }
+    false
+}
+
+tokio::task_local! {
+    /// Set by [`TlsTimeoutConnector`] around one connection attempt: notified when the
+    /// TCP connection (or proxy tunnel) is ready and the TLS handshake starts.
+    static TCP_CONNECTED: Arc<tokio::sync::Notify>;
+}
+
+fn tcp_connected() {
+    let _ = TCP_CONNECTED.try_with(|ready| ready.notify_one());
+}
+
+/// Bounds the TLS handshake with the API server (Go's `TLSHandshakeTimeout`): wraps the
+/// TLS connector around [`ProxyConnector`], whose connect timeout covers the TCP (and
+/// proxy) part; the handshake clock starts when that part is done.
+#[derive(Clone)]
+pub(crate) struct TlsTimeoutConnector<C> {
+    inner: C,
+    timeout: Option<Duration>,
+}
+
+impl<C> TlsTimeoutConnector<C> {
+    pub(crate) fn new(inner: C, timeout: Option<Duration>) -> Self {
+        Self { inner, timeout }
+    }
+}
+
+impl<C> tower::Service<Uri> for TlsTimeoutConnector<C>
+where
+    C: tower::Service<Uri> + Clone + Send + 'static,
+    C::Future: Send + 'static,
+    C::Response: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let Some(timeout) = self.timeout else {
+            let connecting = self.inner.call(dst);
+            return Box::pin(async move { connecting.await.map_err(Into::into) });
+        };
+        let host = dst.authority().map(|a| a.to_string()).unwrap_or_default();
+        let ready = Arc::new(tokio::sync::Notify::new());
+        let connecting = TCP_CONNECTED.scope(ready.clone(), self.inner.call(dst));
+        Box::pin(async move {
+            let mut connecting = std::pin::pin!(connecting);
+            tokio::select! {
+                biased;
+                done = &mut connecting => return done.map_err(Into::into),
+                () = ready.notified() => {}
+            }
+            match tokio::time::timeout(timeout, connecting).await {
+                Ok(done) => done.map_err(Into::into),
+                Err(_) => {
+                    Err(Box::new(ConnectError::TlsHandshakeTimeout { host, timeout }) as BoxError)
+                }
+            }
+        })
     }
 }
 

@@ -98,17 +98,30 @@ pub struct Config {
     pub burst: u32,
     /// `User-Agent` header.
     pub user_agent: String,
-    /// Connection timeout.
+    /// How long opening a TCP connection may take, name resolution and a proxy's
+    /// handshake included (client-go's dialer: 30 s). `None`: no limit.
     pub connect_timeout: Option<Duration>,
-    /// Read timeout (`None` by default: watches are long).
-    pub read_timeout: Option<Duration>,
-    /// Write timeout.
-    pub write_timeout: Option<Duration>,
+    /// How long the TLS handshake with the API server may take once the TCP connection is
+    /// open (client-go's `TLSHandshakeTimeout`: 10 s). `None`: no limit.
+    pub tls_handshake_timeout: Option<Duration>,
+    /// The longest a request may take (client-go's `rest.Config.Timeout`; default
+    /// `None`, no limit). It starts after the client-side rate limiter and the credential
+    /// of the first attempt (an exec plugin has its own timeout) and covers connecting,
+    /// sending, waiting for the response headers, retries and reading the body. For
+    /// watches and other streams it bounds only the wait for the response headers: the
+    /// stream itself ends with the watch's own `timeoutSeconds` (client-go would cut the
+    /// stream too). `Client::send` returns the response with its headers, so it bounds
+    /// only that part too.
+    pub timeout: Option<Duration>,
     /// Extra headers sent with every request.
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Impersonation (`Impersonate-*` headers).
     pub impersonate: Option<Impersonate>,
-    /// How many times a request is retried (e.g. on 429 with `Retry-After`).
+    /// How many times a request is retried (client-go's policy): after a 429 or 5xx
+    /// response with a `Retry-After` header (waiting as told, at most 60 s), and, for
+    /// `GET`s only, after the connection was reset or closed before the response
+    /// (waiting 1 s). A connection that cannot be opened (refused, DNS failure, TLS error,
+    /// connect timeout) is never retried: the error is returned at once. `0`: no retries.
     pub max_retries: u32,
 }
 
@@ -116,8 +129,10 @@ pub struct Config {
 pub const DEFAULT_QPS: f32 = 5.0;
 /// Default burst (client-go).
 pub const DEFAULT_BURST: u32 = 10;
-/// Default connection timeout.
+/// Default connection timeout (client-go's dialer).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default TLS handshake timeout (client-go's `TLSHandshakeTimeout`).
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default number of retries (client-go).
 pub const DEFAULT_MAX_RETRIES: u32 = 10;
 
@@ -220,8 +235,8 @@ impl fmt::Debug for Config {
             .field("burst", &self.burst)
             .field("user_agent", &self.user_agent)
             .field("connect_timeout", &self.connect_timeout)
-            .field("read_timeout", &self.read_timeout)
-            .field("write_timeout", &self.write_timeout)
+            .field("tls_handshake_timeout", &self.tls_handshake_timeout)
+            .field("timeout", &self.timeout)
             .field("headers", &header_names)
             .field("impersonate", &self.impersonate)
             .field("max_retries", &self.max_retries)
@@ -231,8 +246,8 @@ impl fmt::Debug for Config {
 
 impl Config {
     /// A configuration for `cluster_url` with defaults everywhere: namespace
-    /// `default`, no custom roots, no auth, qps 5, burst 10, connect timeout 30 s,
-    /// 10 retries.
+    /// `default`, no custom roots, no auth, qps 5, burst 10, connect timeout 30 s, TLS
+    /// handshake timeout 10 s, no request timeout, 10 retries.
     pub fn new(cluster_url: Uri) -> Self {
         Self {
             cluster_url,
@@ -248,8 +263,8 @@ impl Config {
             burst: DEFAULT_BURST,
             user_agent: default_user_agent(),
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
-            read_timeout: None,
-            write_timeout: None,
+            tls_handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
+            timeout: None,
             headers: Vec::new(),
             impersonate: None,
             max_retries: DEFAULT_MAX_RETRIES,

@@ -756,7 +756,11 @@ fn config_defaults() {
         config.connect_timeout,
         Some(std::time::Duration::from_secs(30))
     );
-    assert!(config.read_timeout.is_none());
+    assert_eq!(
+        config.tls_handshake_timeout,
+        Some(std::time::Duration::from_secs(10))
+    );
+    assert!(config.timeout.is_none());
     assert!(
         config
             .user_agent
