@@ -2,6 +2,7 @@
 //! cluster), installs the Monitor CRD, runs two Managers with leader election over the
 //! Monitor controller, drives a scripted scenario, and checks the end state.
 
+use crate::cutter::Cutter;
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -247,6 +248,26 @@ pub async fn run(kubeconfig: Option<&str>) -> DemoResult<()> {
     let mut operator_config = conn.config.clone();
     operator_config.qps = 50.0;
     operator_config.burst = 100;
+    // The operator reaches the server through a relay whose connections the scenario
+    // cuts later (TLS passes through; the server name stays the real one).
+    let upstream = conn.config.cluster_url.clone();
+    let host = upstream.host().unwrap_or("127.0.0.1").to_string();
+    let tls = upstream.scheme_str() == Some("https");
+    let port = upstream.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let cutter = Cutter::start(format!("{host}:{port}"))
+        .await
+        .map_err(|e| format!("connection relay: {e}"))?;
+    operator_config.cluster_url = format!(
+        "{}://{}{}",
+        if tls { "https" } else { "http" },
+        cutter.addr(),
+        upstream.path().trim_end_matches('/')
+    )
+    .parse()
+    .map_err(|e| format!("relay url: {e}"))?;
+    if operator_config.tls_server_name.is_none() {
+        operator_config.tls_server_name = Some(host.trim_matches(['[', ']']).to_string());
+    }
     let client = Client::new(operator_config).map_err(|e| e.to_string())?;
     let stats = Arc::new(Mutex::new(Stats::default()));
     let a = start_manager(&client, &ns, "manager-a", stats.clone())?;
@@ -358,21 +379,21 @@ pub async fn run(kubeconfig: Option<&str>) -> DemoResult<()> {
     ui.done("site-1 updated: ConfigMap follows the new target");
 
     ui.step("dropping every watch connection");
-    match &conn.server {
-        Some(server) => {
-            server.close_watches();
-            update_and_wait(
-                &monitors,
-                "site-2",
-                serde_json::json!({"replicas": 2}),
-                "site-2 to converge after the disconnect",
-                || converged("site-2".into(), 2, "https://crates.io".into()),
-            )
-            .await?;
-            ui.done("watches dropped; informers resumed and site-2's change was reconciled");
-        }
-        None => ui.done("skipped on a real cluster (its connections cannot be cut from here)"),
+    let cut = cutter.cut_all();
+    if cut == 0 {
+        return Err("no operator connection was open to cut".into());
     }
+    update_and_wait(
+        &monitors,
+        "site-2",
+        serde_json::json!({"replicas": 2}),
+        "site-2 to converge after the disconnect",
+        || converged("site-2".into(), 2, "https://crates.io".into()),
+    )
+    .await?;
+    ui.done(&format!(
+        "{cut} connection(s) cut; informers resumed and site-2's change was reconciled"
+    ));
 
     ui.step("leader handover: stopping manager-a");
     a.cancel.cancel();

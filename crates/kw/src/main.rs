@@ -1,5 +1,6 @@
 //! `kw`: the kubewright command line.
 
+mod cutter;
 mod demo;
 
 use clap::{Parser, Subcommand};

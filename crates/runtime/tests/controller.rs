@@ -800,13 +800,16 @@ async fn graceful_shutdown_finishes_in_flight_reconciles() {
         started: AtomicUsize,
         finished: AtomicUsize,
         changed: watch::Sender<()>,
+        /// Reconciles hold here until the test opens the gate (after shutdown began).
+        gate: watch::Sender<bool>,
     }
     let counts = Arc::new(Counts::default());
     let reconcile = |_cm: Arc<ConfigMap>, c: Arc<Counts>| async move {
         c.started.fetch_add(1, Ordering::SeqCst);
         c.changed.send_replace(());
-        // Work that takes a while: shutdown must wait for it.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Work in flight: shutdown must wait for it to finish.
+        let mut gate = c.gate.subscribe();
+        let _ = gate.wait_for(|open| *open).await;
         c.finished.fetch_add(1, Ordering::SeqCst);
         Ok::<_, std::convert::Infallible>(Action::await_change())
     };
@@ -835,17 +838,20 @@ async fn graceful_shutdown_finishes_in_flight_reconciles() {
     .await
     .expect("4 reconciles started")
     .unwrap();
-    // All 4 workers are busy: shut down now.
-    assert!(counts.finished.load(Ordering::SeqCst) < counts.started.load(Ordering::SeqCst));
+    // All 4 workers are busy and 8 keys wait in the queue: shut down, then let the
+    // in-flight reconciles finish.
+    assert_eq!(counts.finished.load(Ordering::SeqCst), 0);
+    token.cancel();
+    counts.gate.send_replace(true);
     stop(token, handle).await;
     let (started, finished) = (
         counts.started.load(Ordering::SeqCst),
         counts.finished.load(Ordering::SeqCst),
     );
     assert_eq!(started, finished, "half-done work at shutdown");
-    assert!(
-        started < 12,
-        "shutdown should not drain the whole queue ({started} started)"
+    assert_eq!(
+        started, 4,
+        "shutdown finishes the in-flight reconciles and starts no queued one"
     );
 }
 

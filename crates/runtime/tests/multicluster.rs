@@ -1,6 +1,8 @@
-//! Multi-cluster controller tests: two embedded API servers are two clusters. They need
-//! servers of their own, so they are skipped (with a message) when
-//! KUBEWRIGHT_TEST_KUBECONFIG points the suite at a real cluster.
+//! Multi-cluster controller tests. The first cluster is the suite's server (the embedded
+//! one, or the real cluster of KUBEWRIGHT_TEST_KUBECONFIG), further clusters are embedded
+//! servers of their own: on a real cluster the fleet is mixed. Every test works in one
+//! namespace of its own (the same name in every cluster) and its controllers watch only
+//! that namespace, so tests sharing a real cluster do not see each other.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -17,7 +19,7 @@ use kubewright_runtime::multicluster::{
 };
 use kubewright_runtime::owner::controller_owner_ref;
 use kubewright_runtime::{InformerParams, SharedInformerFactory};
-use kubewright_testing::{KUBECONFIG_ENV, TestEnv};
+use kubewright_testing::TestEnv;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,34 +30,36 @@ use tokio_util::sync::CancellationToken;
 
 /// Every wait in these tests ends after this, failing the test.
 const DEADLINE: Duration = Duration::from_secs(30);
-const NS: &str = "mc";
 
-/// True (after printing why) when the suite runs against a real cluster.
-fn skip() -> bool {
-    if std::env::var(KUBECONFIG_ENV).is_ok_and(|v| !v.is_empty()) {
-        eprintln!(
-            "skipped: multi-cluster tests need two embedded API servers, not the cluster of {KUBECONFIG_ENV}"
-        );
-        return true;
-    }
-    false
+/// The suite's cluster (embedded or real) with a fresh namespace, and the namespace.
+async fn first_cluster() -> (TestEnv, String) {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    (env, ns)
 }
 
-/// One embedded cluster with the namespace `NS`.
-async fn cluster() -> TestEnv {
+/// One more embedded cluster with the namespace `ns`.
+async fn embedded_cluster(ns: &str) -> TestEnv {
     let env = TestEnv::for_server(TestServer::start().await.unwrap());
-    let ns = Namespace {
+    let namespace = Namespace {
         metadata: ObjectMeta {
-            name: Some(NS.into()),
+            name: Some(ns.into()),
             ..Default::default()
         },
         ..Default::default()
     };
     Api::<Namespace>::all(env.client())
-        .create(&PostParams::default(), &ns)
+        .create(&PostParams::default(), &namespace)
         .await
         .unwrap();
     env
+}
+
+/// Two clusters sharing a namespace name: the suite's, and an embedded one.
+async fn two_clusters() -> (TestEnv, TestEnv, String) {
+    let (east, ns) = first_cluster().await;
+    let west = embedded_cluster(&ns).await;
+    (east, west, ns)
 }
 
 /// A client whose server is gone: a port that was free a moment ago.
@@ -70,11 +74,11 @@ fn unreachable_client() -> Client {
     Client::new(config).unwrap()
 }
 
-fn source(name: &str, value: &str) -> ConfigMap {
+fn source(ns: &str, name: &str, value: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            namespace: Some(NS.into()),
+            namespace: Some(ns.into()),
             labels: Some(BTreeMap::from([("mc".into(), "src".into())])),
             ..Default::default()
         },
@@ -83,16 +87,16 @@ fn source(name: &str, value: &str) -> ConfigMap {
     }
 }
 
-async fn create_source(env: &TestEnv, name: &str, value: &str) {
-    Api::<ConfigMap>::namespaced(env.client(), NS)
-        .create(&PostParams::default(), &source(name, value))
+async fn create_source(env: &TestEnv, ns: &str, name: &str, value: &str) {
+    Api::<ConfigMap>::namespaced(env.client(), ns)
+        .create(&PostParams::default(), &source(ns, name, value))
         .await
         .unwrap();
 }
 
 /// The output a reconcile wrote for source `name`, if any.
-async fn output(env: &TestEnv, name: &str) -> Option<BTreeMap<String, String>> {
-    Api::<ConfigMap>::namespaced(env.client(), NS)
+async fn output(env: &TestEnv, ns: &str, name: &str) -> Option<BTreeMap<String, String>> {
+    Api::<ConfigMap>::namespaced(env.client(), ns)
         .get_opt(&format!("{name}-out"))
         .await
         .unwrap()
@@ -125,7 +129,8 @@ async fn reconcile(
         ])),
         ..Default::default()
     };
-    let api: Api<ConfigMap> = Api::namespaced(cx.client.clone(), NS);
+    let ns = src.namespace().unwrap_or_default().to_string();
+    let api: Api<ConfigMap> = Api::namespaced(cx.client.clone(), &ns);
     match api.create(&PostParams::default(), &out).await {
         Ok(_) => Ok(Action::await_change()),
         Err(e) if e.is_already_exists() => Ok(Action::await_change()),
@@ -135,23 +140,27 @@ async fn reconcile(
 
 /// Reconcile reports by cluster, to wait on.
 #[derive(Clone)]
-struct Reports(Arc<watch::Sender<Vec<(String, ReconcileReport)>>>);
+struct Reports(Arc<watch::Sender<Vec<(String, ReconcileReport)>>>, String);
 
 impl Reports {
-    fn new() -> Self {
-        Self(Arc::new(watch::channel(Vec::new()).0))
+    /// Reports of reconciles in namespace `ns`.
+    fn new(ns: &str) -> Self {
+        Self(Arc::new(watch::channel(Vec::new()).0), ns.to_string())
     }
     fn observer(&self) -> impl Fn(&str, &ReconcileReport) + Send + Sync + 'static {
         let tx = self.0.clone();
         move |cluster, r| tx.send_modify(|v| v.push((cluster.to_string(), r.clone())))
     }
     fn reconciled(&self, cluster: &str, name: &str) -> bool {
-        reconciled(&self.0.borrow(), cluster, name)
+        reconciled(&self.0.borrow(), &self.1, cluster, name)
     }
     async fn wait_reconciled(&self, cluster: &str, name: &str) {
         let mut rx = self.0.subscribe();
-        let waited =
-            tokio::time::timeout(DEADLINE, rx.wait_for(|v| reconciled(v, cluster, name))).await;
+        let waited = tokio::time::timeout(
+            DEADLINE,
+            rx.wait_for(|v| reconciled(v, &self.1, cluster, name)),
+        )
+        .await;
         assert!(
             matches!(waited, Ok(Ok(_))),
             "{name} was not reconciled in {cluster}; reports: {:#?}",
@@ -160,21 +169,25 @@ impl Reports {
     }
 }
 
-fn reconciled(reports: &[(String, ReconcileReport)], cluster: &str, name: &str) -> bool {
-    let key = ObjectKey::new(Some(NS), name);
+fn reconciled(reports: &[(String, ReconcileReport)], ns: &str, cluster: &str, name: &str) -> bool {
+    let key = ObjectKey::new(Some(ns), name);
     reports
         .iter()
         .any(|(c, r)| c == cluster && r.key == key && r.result == ReconcileResult::Success)
 }
 
 fn controller(fleet: &Fleet, reports: &Reports) -> MultiClusterController<ConfigMap> {
-    MultiClusterController::<ConfigMap>::new(fleet.clone(), InformerParams::all().labels("mc=src"))
-        .owns::<ConfigMap>(InformerParams::all().labels("mc=out"))
-        .workers(2)
-        .cache_sync_timeout(Duration::from_secs(2))
-        .retry_backoff(Duration::from_millis(100), Duration::from_secs(1))
-        .shutdown_timeout(Duration::from_secs(5))
-        .on_result(reports.observer())
+    let ns = reports.1.as_str();
+    MultiClusterController::<ConfigMap>::new(
+        fleet.clone(),
+        InformerParams::all().namespace(ns).labels("mc=src"),
+    )
+    .owns::<ConfigMap>(InformerParams::all().namespace(ns).labels("mc=out"))
+    .workers(2)
+    .cache_sync_timeout(Duration::from_secs(2))
+    .retry_backoff(Duration::from_millis(100), Duration::from_secs(1))
+    .shutdown_timeout(Duration::from_secs(5))
+    .on_result(reports.observer())
 }
 
 fn spawn(
@@ -212,19 +225,16 @@ async fn stop_and_join(stop: CancellationToken, run: JoinHandle<Result<(), Multi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_cluster_is_reconciled_with_its_own_client() {
-    if skip() {
-        return;
-    }
-    let (east, west) = (cluster().await, cluster().await);
+    let (east, west, ns) = two_clusters().await;
     // The same namespace/name in both clusters, with different content.
-    create_source(&east, "app", "from-east").await;
-    create_source(&west, "app", "from-west").await;
-    create_source(&west, "west-only", "w").await;
+    create_source(&east, &ns, "app", "from-east").await;
+    create_source(&west, &ns, "app", "from-west").await;
+    create_source(&west, &ns, "west-only", "w").await;
 
     let fleet = Fleet::new();
     fleet.add("east", east.client());
     fleet.add("west", west.client());
-    let reports = Reports::new();
+    let reports = Reports::new(&ns);
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let controller = controller(&fleet, &reports).metrics(&metrics);
@@ -241,11 +251,20 @@ async fn each_cluster_is_reconciled_with_its_own_client() {
             ("value".to_string(), value.to_string()),
         ])
     };
-    assert_eq!(output(&east, "app").await, Some(out("east", "from-east")));
-    assert_eq!(output(&west, "app").await, Some(out("west", "from-west")));
-    assert_eq!(output(&west, "west-only").await, Some(out("west", "w")));
+    assert_eq!(
+        output(&east, &ns, "app").await,
+        Some(out("east", "from-east"))
+    );
+    assert_eq!(
+        output(&west, &ns, "app").await,
+        Some(out("west", "from-west"))
+    );
+    assert_eq!(
+        output(&west, &ns, "west-only").await,
+        Some(out("west", "w"))
+    );
     // Written with west's client only, and never reconciled in east.
-    assert_eq!(output(&east, "west-only").await, None);
+    assert_eq!(output(&east, &ns, "west-only").await, None);
     assert!(!reports.reconciled("east", "west-only"));
 
     wait_statuses(&statuses, "both synced", |s| {
@@ -256,19 +275,22 @@ async fn each_cluster_is_reconciled_with_its_own_client() {
 
     // Deleting an owned output in west brings it back in west (owns() per cluster).
     let before = reports.0.borrow().len();
-    Api::<ConfigMap>::namespaced(west.client(), NS)
+    Api::<ConfigMap>::namespaced(west.client(), &ns)
         .delete("app-out", &Default::default())
         .await
         .unwrap();
     let mut rx = reports.0.subscribe();
     tokio::time::timeout(
         DEADLINE,
-        rx.wait_for(|v| reconciled(&v[before.min(v.len())..], "west", "app")),
+        rx.wait_for(|v| reconciled(&v[before.min(v.len())..], &ns, "west", "app")),
     )
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(output(&west, "app").await, Some(out("west", "from-west")));
+    assert_eq!(
+        output(&west, &ns, "app").await,
+        Some(out("west", "from-west"))
+    );
 
     // Metrics: one controller name per cluster, controller-runtime's families.
     let text = encode(&registry);
@@ -293,16 +315,13 @@ async fn each_cluster_is_reconciled_with_its_own_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_join_leave_and_rejoin_while_running() {
-    if skip() {
-        return;
-    }
-    let (east, west) = (cluster().await, cluster().await);
-    create_source(&east, "first", "e").await;
-    create_source(&west, "first", "w").await;
+    let (east, west, ns) = two_clusters().await;
+    create_source(&east, &ns, "first", "e").await;
+    create_source(&west, &ns, "first", "w").await;
 
     let fleet = Fleet::new();
     fleet.add("east", east.client());
-    let reports = Reports::new();
+    let reports = Reports::new(&ns);
     let controller = controller(&fleet, &reports);
     let statuses = controller.statuses();
     let stop = CancellationToken::new();
@@ -313,7 +332,10 @@ async fn clusters_join_leave_and_rejoin_while_running() {
     // Added while running: reconciled.
     fleet.add("west", west.client());
     reports.wait_reconciled("west", "first").await;
-    assert_eq!(output(&west, "first").await.unwrap()["cluster"], "west");
+    assert_eq!(
+        output(&west, &ns, "first").await.unwrap()["cluster"],
+        "west"
+    );
 
     // Removed: its controller stops (its status goes away), east carries on.
     assert!(fleet.remove("west"));
@@ -321,16 +343,19 @@ async fn clusters_join_leave_and_rejoin_while_running() {
         !s.contains_key("west") && s.contains_key("east")
     })
     .await;
-    create_source(&west, "second", "w").await;
-    create_source(&east, "second", "e").await;
+    create_source(&west, &ns, "second", "w").await;
+    create_source(&east, &ns, "second", "e").await;
     reports.wait_reconciled("east", "second").await;
     assert!(!reports.reconciled("west", "second"));
-    assert_eq!(output(&west, "second").await, None);
+    assert_eq!(output(&west, &ns, "second").await, None);
 
     // Re-added: a fresh controller catches up with what happened meanwhile.
     fleet.add("west", west.client());
     reports.wait_reconciled("west", "second").await;
-    assert_eq!(output(&west, "second").await.unwrap()["cluster"], "west");
+    assert_eq!(
+        output(&west, &ns, "second").await.unwrap()["cluster"],
+        "west"
+    );
     wait_statuses(&statuses, "both synced", |s| {
         s.values().all(|st| *st == ClusterStatus::Synced) && s.len() == 2
     })
@@ -341,20 +366,17 @@ async fn clusters_join_leave_and_rejoin_while_running() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_cluster_fails_alone_and_is_retried() {
-    if skip() {
-        return;
-    }
-    let healthy = cluster().await;
+    let (healthy, ns) = first_cluster().await;
     let fleet = Fleet::new();
     fleet.add("dead", unreachable_client());
     fleet.add("healthy", healthy.client());
-    let reports = Reports::new();
+    let reports = Reports::new(&ns);
     let controller = controller(&fleet, &reports).cache_sync_timeout(Duration::from_millis(500));
     let statuses = controller.statuses();
     let stop = CancellationToken::new();
     let run = spawn(controller, &stop);
 
-    create_source(&healthy, "app", "h").await;
+    create_source(&healthy, &ns, "app", "h").await;
     reports.wait_reconciled("healthy", "app").await;
     // Failed, then failed again after a back-off: retried while it stays in the fleet.
     wait_statuses(&statuses, "dead failed twice, healthy synced", |s| {
@@ -363,7 +385,7 @@ async fn an_unreachable_cluster_fails_alone_and_is_retried() {
     })
     .await;
     // The healthy cluster keeps working while the other one fails.
-    create_source(&healthy, "later", "h").await;
+    create_source(&healthy, &ns, "later", "h").await;
     reports.wait_reconciled("healthy", "later").await;
 
     // Removing the failed cluster ends its retries.
@@ -375,16 +397,13 @@ async fn an_unreachable_cluster_fails_alone_and_is_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_manager_runs_a_multicluster_controller() {
-    if skip() {
-        return;
-    }
-    let (east, west) = (cluster().await, cluster().await);
-    create_source(&east, "app", "e").await;
-    create_source(&west, "app", "w").await;
+    let (east, west, ns) = two_clusters().await;
+    create_source(&east, &ns, "app", "e").await;
+    create_source(&west, &ns, "app", "w").await;
     let fleet = Fleet::new();
     fleet.add("east", east.client());
     fleet.add("west", west.client());
-    let reports = Reports::new();
+    let reports = Reports::new(&ns);
 
     let mut manager = Manager::builder(east.client()).build().unwrap();
     manager
@@ -414,7 +433,7 @@ async fn the_manager_runs_a_multicluster_controller() {
     let run = tokio::spawn(manager.run(stop.clone()));
     reports.wait_reconciled("east", "app").await;
     reports.wait_reconciled("west", "app").await;
-    assert_eq!(output(&west, "app").await.unwrap()["cluster"], "west");
+    assert_eq!(output(&west, &ns, "app").await.unwrap()["cluster"], "west");
     stop.cancel();
     tokio::time::timeout(DEADLINE, run)
         .await

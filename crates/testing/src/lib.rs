@@ -22,6 +22,47 @@ use std::time::Duration;
 /// The variable that switches tests to a real cluster.
 pub const KUBECONFIG_ENV: &str = "KUBEWRIGHT_TEST_KUBECONFIG";
 
+/// Whether the suite runs against a real cluster (`KUBEWRIGHT_TEST_KUBECONFIG` is set).
+pub fn real_cluster() -> bool {
+    std::env::var(KUBECONFIG_ENV).is_ok_and(|v| !v.is_empty())
+}
+
+/// The part of a test name that marks it as one that cannot run on a real cluster. CI's
+/// real-cluster stage excludes such tests with a nextest filter (`.config/nextest.toml`,
+/// profile `real`), so they are counted as skipped there.
+pub const EMBEDDED_ONLY: &str = "embedded_only";
+
+/// For a test that needs the embedded server (white-box hooks, forced faults, its own
+/// storage): returns true after printing `skipped: <reason>` when the suite runs against a
+/// real cluster; the test then returns. The test's name must contain
+/// [`EMBEDDED_ONLY`], so that the runner counts it as skipped instead of passed; a test
+/// named otherwise panics here, which keeps skips visible.
+///
+/// ```no_run
+/// #[tokio::test]
+/// async fn forced_410_relists_embedded_only() {
+///     if kubewright_testing::embedded_only("a 410 cannot be forced on a real cluster") {
+///         return;
+///     }
+///     // ...
+/// }
+/// ```
+#[allow(clippy::panic)]
+pub fn embedded_only(reason: &str) -> bool {
+    if !real_cluster() {
+        return false;
+    }
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or_default();
+    if !name.contains(EMBEDDED_ONLY) {
+        panic!(
+            "test `{name}` skips on a real cluster ({reason}) but its name lacks `{EMBEDDED_ONLY}`, so the skip would count as a pass"
+        );
+    }
+    eprintln!("skipped: {reason}");
+    true
+}
+
 /// A test environment: a server (embedded or real), a client, and namespaces to clean up.
 pub struct TestEnv {
     server: Option<TestServer>,
@@ -51,8 +92,12 @@ impl TestEnv {
             Ok(path) if !path.is_empty() => {
                 let kc = Kubeconfig::read_from(&path)
                     .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path}: {e}"));
-                let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .unwrap_or_else(|e| panic!("{KUBECONFIG_ENV}={path}: {e}"));
+                // Tests create hundreds of objects; client-go's 5 QPS would make a run take
+                // many minutes. The server's own priority and fairness still applies (a 429
+                // with Retry-After is honoured by the client).
+                config.qps = 0.0;
                 let client = Client::new(config.clone()).unwrap_or_else(|e| panic!("client: {e}"));
                 Self {
                     server: None,

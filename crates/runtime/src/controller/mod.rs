@@ -413,7 +413,12 @@ where
         R: Reconciler<K, C>,
         C: Send + Sync + 'static,
     {
-        let stop = CancellationToken::new();
+        // A child of the first shutdown token sees its cancellation at once (no task in
+        // between), so no worker can take a new key after the caller cancelled.
+        let stop = match self.shutdown_tokens.first() {
+            Some(first) => first.child_token(),
+            None => CancellationToken::new(),
+        };
         let _unlink = stop.clone().drop_guard();
         self.link_shutdown(&stop);
         let factory = self.factory.clone();
@@ -686,10 +691,12 @@ where
         let active = Arc::new(AtomicUsize::new(0));
         let mut workers = JoinSet::new();
         for _ in 0..c.workers {
-            workers.spawn(
-                self.clone()
-                    .worker(queue.clone(), metrics.clone(), active.clone()),
-            );
+            workers.spawn(self.clone().worker(
+                queue.clone(),
+                metrics.clone(),
+                active.clone(),
+                stop.clone(),
+            ));
         }
 
         stop.cancelled().await;
@@ -738,8 +745,21 @@ where
         queue: Queue,
         metrics: Option<ControllerMetricsHandle>,
         active: Arc<AtomicUsize>,
+        stop: CancellationToken,
     ) {
-        while let Some(key) = queue.get().await {
+        loop {
+            let key = tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                key = queue.get() => key,
+            };
+            let Some(key) = key else { break };
+            if stop.is_cancelled() {
+                // Shutdown began while this key was handed out: leave it unprocessed
+                // (the next start lists everything again).
+                queue.done(&key);
+                break;
+            }
             if let Some(m) = &metrics {
                 m.worker_started();
             }
