@@ -4,7 +4,11 @@ use kubewright::client::discovery::Discovery;
 use kubewright_examples::Connection;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     let discovery = Discovery::run(&conn.client).await?;
     println!("aggregated discovery: {}", discovery.aggregated);

@@ -14,7 +14,11 @@ use kubewright_examples::monitor::Monitor;
 use std::time::Duration;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     let crds: Api<CustomResourceDefinition> = Api::all(conn.client.clone());
     let crd = Monitor::crd();

@@ -9,7 +9,11 @@ use kubewright::runtime::events::{Event, EventRecorder, EventType, Reporter, obj
 use kubewright_examples::Connection;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     let ns = conn.client.default_namespace().to_string();
     let cms: Api<ConfigMap> = Api::namespaced(conn.client.clone(), &ns);

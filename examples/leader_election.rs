@@ -8,7 +8,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     let ns = conn.client.default_namespace().to_string();
     let lease = format!("example-lease-{:06x}", std::process::id());

@@ -75,6 +75,46 @@ impl Connection {
     }
 }
 
+/// The exit status of an example, after printing its error for a person: `error:` and
+/// the error's `Display` text, then each further cause (its
+/// [`source`](std::error::Error::source) chain) that the text does not already
+/// include, e.g.
+///
+/// ```text
+/// error: HTTP request to http://127.0.0.1:1/api/v1/namespaces/default/pods failed: tcp connect error: Connection refused (os error 111)
+/// ```
+///
+/// rather than the `Debug` form (`Error: Config(ContextNotFound("nope"))`) that
+/// returning a `Result` from `main` prints.
+pub fn exit_code(result: Result<(), Box<dyn std::error::Error>>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error_report(&*e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `error: <message>` followed by one `  caused by: <cause>` line per cause that the
+/// message does not already tell: causes whose text it contains, and the wrappers
+/// above them, are left out.
+pub fn error_report(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut causes = Vec::new();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        causes.push(cause.to_string());
+        next = cause.source();
+    }
+    let mut out = format!("error: {e}");
+    let told = causes.iter().rposition(|c| out.contains(c.as_str()));
+    for cause in causes.iter().skip(told.map_or(0, |i| i + 1)) {
+        out.push_str("\n  caused by: ");
+        out.push_str(cause);
+    }
+    out
+}
+
 /// The guides under `docs/`, compiled as doc tests so their examples stay true.
 pub mod guides {
     #[doc = include_str!("../README.md")]
@@ -91,4 +131,48 @@ pub mod guides {
     pub mod controllers {}
     #[doc = include_str!("../docs/performance.md")]
     pub mod performance {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_reported_with_display_and_new_causes_only() {
+        let e = ExampleError::Config(kubewright::client::config::ConfigError::ContextNotFound(
+            "nope".into(),
+        ));
+        assert_eq!(
+            error_report(&e),
+            "error: context \"nope\" not found in kubeconfig"
+        );
+        let e = ExampleError::Config(kubewright::client::config::ConfigError::ReadFile {
+            what: "kubeconfig",
+            path: "/no/such/file".into(),
+            source: std::io::Error::other("disk on fire"),
+        });
+        // The I/O error is already part of the message: not repeated.
+        assert_eq!(
+            error_report(&e),
+            "error: failed to read kubeconfig \"/no/such/file\": disk on fire"
+        );
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        assert_eq!(
+            error_report(&Outer(std::io::Error::other("inner"))),
+            "error: outer\n  caused by: inner"
+        );
+        // A message that already tells the root cause hides the wrappers above it.
+        #[derive(Debug, thiserror::Error)]
+        #[error("wrapper")]
+        struct Wrapper(#[source] std::io::Error);
+        #[derive(Debug, thiserror::Error)]
+        #[error("request failed: refused")]
+        struct Told(#[source] Wrapper);
+        assert_eq!(
+            error_report(&Told(Wrapper(std::io::Error::other("refused")))),
+            "error: request failed: refused"
+        );
+    }
 }

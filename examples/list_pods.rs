@@ -7,7 +7,11 @@ use kubewright::{Api, ResourceExt};
 use kubewright_examples::Connection;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     println!("connected to {}", conn.describe());
     let pods: Api<Pod> = Api::default_namespaced(conn.client.clone());

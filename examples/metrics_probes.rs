@@ -23,7 +23,11 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<Str
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     let ns = conn.client.default_namespace().to_string();
     let mut manager = Manager::builder(conn.client.clone())

@@ -15,7 +15,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     let client = conn.client.clone();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

@@ -85,7 +85,11 @@ async fn greeting(client: &Client, name: &str) -> Result<String, Box<dyn std::er
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (east, west, south) = (
         TestServer::start().await?,
         TestServer::start().await?,

@@ -3,7 +3,11 @@
 use kubewright_examples::Connection;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    kubewright_examples::exit_code(run().await)
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let conn = Connection::from_env().await?;
     let client = &conn.client;
     // A typed response.
