@@ -228,7 +228,17 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                 json!({"resourceRules": rules, "nonResourceRules": [], "incomplete": false})
             }
         }
-        "SelfSubjectReview" => json!({"userInfo": {"username": user.name, "groups": user.groups}}),
+        "SelfSubjectReview" => {
+            let mut info = json!({"username": user.name});
+            if !user.uid.is_empty() {
+                info["uid"] = json!(user.uid);
+            }
+            info["groups"] = json!(user.groups);
+            if !user.extra.is_empty() {
+                info["extra"] = json!(user.extra);
+            }
+            json!({ "userInfo": info })
+        }
         _ => return Err(ApiError::method_not_allowed("not supported")),
     };
     body["status"] = status;

@@ -20,6 +20,7 @@ mod extra;
 mod fields;
 mod filter;
 mod http;
+mod impersonation;
 mod meta;
 mod openapi;
 mod patch;

@@ -5,14 +5,20 @@ use crate::api::ApiServer;
 use crate::error::ApiError;
 use crate::registry::ResourceDef;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// Who made a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UserInfo {
     /// User name, e.g. `alice` or `system:serviceaccount:ns:name`.
     pub name: String,
+    /// UID ("" when none).
+    pub uid: String,
     /// Groups, e.g. `system:authenticated`.
     pub groups: Vec<String>,
+    /// Extra attributes, e.g. `authentication.kubernetes.io/node-name` of a ServiceAccount
+    /// token bound to a pod.
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -21,17 +27,23 @@ impl UserInfo {
         Self {
             name: "kubewright-admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..Self::default()
         }
     }
-    /// A user with the given groups (plus `system:authenticated`).
+    /// A user with the given groups, plus `system:authenticated` unless they include
+    /// `system:unauthenticated`.
     pub fn new(name: &str, groups: &[&str]) -> Self {
         let mut g: Vec<String> = groups.iter().map(|s| s.to_string()).collect();
-        if !g.iter().any(|x| x == "system:authenticated") {
+        if !g
+            .iter()
+            .any(|x| x == "system:authenticated" || x == "system:unauthenticated")
+        {
             g.push("system:authenticated".into());
         }
         Self {
             name: name.into(),
             groups: g,
+            ..Self::default()
         }
     }
     /// The identity of a ServiceAccount token.
@@ -43,10 +55,14 @@ impl UserInfo {
                 format!("system:serviceaccounts:{ns}"),
                 "system:authenticated".into(),
             ],
+            ..Self::default()
         }
     }
     pub(crate) fn is_master(&self) -> bool {
         self.groups.iter().any(|g| g == "system:masters")
+    }
+    pub(crate) fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
     }
 }
 
@@ -202,15 +218,65 @@ pub fn authorize(srv: &ApiServer, user: &UserInfo, a: &Attributes<'_>) -> bool {
     if user.is_master() {
         return true;
     }
-    // Everyone may review their own access and identity (kubectl auth can-i / whoami).
-    if matches!(a.group, "authorization.k8s.io" | "authentication.k8s.io")
+    // Every authenticated user may review their own access and identity (kubectl auth
+    // can-i / whoami): the default `system:basic-user` binding to `system:authenticated`.
+    if a.verb == "create"
+        && matches!(a.group, "authorization.k8s.io" | "authentication.k8s.io")
         && a.resource.starts_with("selfsubject")
+        && user.in_group("system:authenticated")
     {
         return true;
     }
     rules_for(srv, user, a.namespace)
         .iter()
         .any(|r| rule_allows(r, a))
+}
+
+/// Whether `user` may do `verb` on the non-resource URL `path` (`nonResourceURLs` rules of
+/// ClusterRoles bound cluster-wide; a trailing `*` matches any suffix).
+pub fn authorize_path(srv: &ApiServer, user: &UserInfo, verb: &str, path: &str) -> bool {
+    if user.is_master() {
+        return true;
+    }
+    rules_for(srv, user, "").iter().any(|r| {
+        strs(r, "verbs").iter().any(|v| v == "*" || v == verb)
+            && strs(r, "nonResourceURLs").iter().any(|u| {
+                u == "*" || u == path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
+            })
+    })
+}
+
+/// A string quoted like Go's `%q` (`strconv.Quote`), as kube-apiserver quotes names in its
+/// messages.
+pub(crate) fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() || (c.is_whitespace() && c != ' ') => {
+                if (c as u32) < 0x10000 {
+                    out.push_str(&format!("\\u{:04x}", c as u32));
+                } else {
+                    out.push_str(&format!("\\U{:08x}", c as u32));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The Forbidden message of kube-apiserver.
@@ -223,7 +289,7 @@ pub fn forbidden_message(user: &UserInfo, a: &Attributes<'_>) -> String {
     let name = if a.name.is_empty() {
         String::new()
     } else {
-        format!("\"{}\" ", a.name)
+        format!("{} ", go_quote(a.name))
     };
     let res = match a.subresource {
         Some(s) => format!("{}/{s}", a.resource),
@@ -232,113 +298,15 @@ pub fn forbidden_message(user: &UserInfo, a: &Attributes<'_>) -> String {
     let scope = if a.namespace.is_empty() {
         "at the cluster scope".to_string()
     } else {
-        format!("in the namespace \"{}\"", a.namespace)
+        format!("in the namespace {}", go_quote(a.namespace))
     };
     format!(
-        "{gr} {name}is forbidden: User \"{}\" cannot {} resource \"{res}\" in API group \"{}\" {scope}",
-        user.name, a.verb, a.group
+        "{gr} {name}is forbidden: User {} cannot {} resource {} in API group {} {scope}",
+        go_quote(&user.name),
+        a.verb,
+        go_quote(&res),
+        go_quote(a.group)
     )
-}
-
-/// Applies `Impersonate-*` headers: the requester must be allowed to `impersonate` each
-/// identity it asks for (users or serviceaccounts, groups, uids, userextras), like
-/// kube-apiserver's impersonation filter. Returns the identity the request runs as.
-pub fn impersonate(
-    srv: &ApiServer,
-    requester: UserInfo,
-    headers: &http::HeaderMap,
-) -> Result<UserInfo, ApiError> {
-    let values = |name: &str| -> Result<Vec<String>, ApiError> {
-        headers
-            .get_all(name)
-            .iter()
-            .map(|v| {
-                v.to_str().map(str::to_string).map_err(|_| {
-                    ApiError::bad_request(format!("invalid {name} header: not visible ASCII"))
-                })
-            })
-            .collect()
-    };
-    let users = values("Impersonate-User")?;
-    let groups = values("Impersonate-Group")?;
-    let uids = values("Impersonate-Uid")?;
-    let extras: Vec<(String, String)> = headers
-        .iter()
-        .filter_map(|(k, v)| {
-            let key = k.as_str().strip_prefix("impersonate-extra-")?;
-            Some((key.to_string(), v.to_str().ok()?.to_string()))
-        })
-        .collect();
-    if users.is_empty() {
-        if groups.is_empty() && uids.is_empty() && extras.is_empty() {
-            return Ok(requester);
-        }
-        return Err(ApiError::internal(
-            "requested impersonation of groups, uid or extras without impersonating a user",
-        ));
-    }
-    if users.len() > 1 {
-        return Err(ApiError::bad_request(
-            "only one Impersonate-User header may be given",
-        ));
-    }
-    let user = users[0].clone();
-    let check = |verb_resource: (&str, &str), namespace: &str, name: &str| {
-        let (group, resource) = verb_resource;
-        let (resource, sub) = match resource.split_once('/') {
-            Some((r, s)) => (r, Some(s)),
-            None => (resource, None),
-        };
-        let a = Attributes {
-            verb: "impersonate",
-            group,
-            resource,
-            subresource: sub,
-            namespace,
-            name,
-        };
-        if authorize(srv, &requester, &a) {
-            Ok(())
-        } else {
-            Err(ApiError::new(
-                403,
-                "Forbidden",
-                forbidden_message(&requester, &a),
-            ))
-        }
-    };
-    let sa = user
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'));
-    match sa {
-        Some((ns, name)) => check(("", "serviceaccounts"), ns, name)?,
-        None => check(("", "users"), "", &user)?,
-    }
-    for g in &groups {
-        check(("", "groups"), "", g)?;
-    }
-    for u in &uids {
-        check(("authentication.k8s.io", "uids"), "", u)?;
-    }
-    for (k, v) in &extras {
-        check(("authentication.k8s.io", &format!("userextras/{k}")), "", v)?;
-    }
-    let mut out_groups = groups;
-    if out_groups.is_empty()
-        && let Some((ns, _)) = sa
-    {
-        out_groups = vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{ns}"),
-        ];
-    }
-    if user != "system:anonymous" && !out_groups.iter().any(|g| g == "system:authenticated") {
-        out_groups.push("system:authenticated".into());
-    }
-    Ok(UserInfo {
-        name: user,
-        groups: out_groups,
-    })
 }
 
 /// Whether `owner` (the rules a user holds) covers every permission `rule` grants: each

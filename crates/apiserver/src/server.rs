@@ -471,7 +471,8 @@ async fn handle_inner(
         }
         None => return Err(ApiError::unauthorized()),
     };
-    let user = crate::rbac::impersonate(srv, user, &parts.headers)?;
+    let user =
+        crate::impersonation::impersonate(srv, user, &parts.method, &parts.uri, &parts.headers)?;
     let limit = srv.options.max_body;
     let body = match Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),
