@@ -10,10 +10,13 @@ mod support;
 
 use support::{Kubectl, have_kubectl, rand_u64, retry_until_served};
 
-/// kubectl plus the namespaces a test created (deleted when it ends).
+/// kubectl plus the namespaces and cluster-scoped RBAC objects a test created (deleted
+/// when it ends).
 struct Env {
     kubectl: Kubectl,
     namespaces: Vec<String>,
+    /// Label values (`kwctl-test=<value>`) of the ClusterRoles and ClusterRoleBindings made.
+    cluster_labels: Vec<String>,
 }
 
 impl std::ops::Deref for Env {
@@ -28,7 +31,14 @@ impl Env {
         Self {
             kubectl: Kubectl::start().await,
             namespaces: vec![],
+            cluster_labels: vec![],
         }
+    }
+
+    /// A label value for cluster-scoped RBAC objects, which are deleted at the end.
+    fn cluster_label(&mut self, value: &str) -> String {
+        self.cluster_labels.push(value.to_string());
+        value.to_string()
     }
 
     fn namespace(&mut self) -> String {
@@ -41,6 +51,19 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        for l in &self.cluster_labels {
+            let sel = format!("kwctl-test={l}");
+            let _ = self.run(
+                &[
+                    "delete",
+                    "clusterroles,clusterrolebindings",
+                    "-l",
+                    &sel,
+                    "--wait=false",
+                ],
+                None,
+            );
+        }
         for ns in &self.namespaces {
             let _ = self.run(&["delete", "namespace", ns, "--wait=false"], None);
         }
@@ -489,6 +512,7 @@ async fn data_dir_survives_restart_embedded_only() {
             namespace: None,
         },
         namespaces: vec![],
+        cluster_labels: vec![],
     };
     let run = |args: &[&str], stdin: Option<&str>| env.ok(args, stdin);
     let crd = r#"
@@ -890,9 +914,25 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}}
         a.extend_from_slice(args);
         env.run(&a, None)
     };
+    // kube-apiserver v1.35+ (constrained impersonation) first tries the mode for plain
+    // users, whose error names the request: `impersonate-on:user-info:<verb>`.
     let (ok, _, err) = as_lead(&["--as", "someone-else", "get", "pods", "-n", &ns]);
     assert!(
-        !ok && err.contains("cannot impersonate resource \"users\""),
+        !ok && err.contains(&format!(
+            "pods is forbidden: User \"{lead}\" cannot impersonate-on:user-info:list resource \"pods\" in API group \"\" in the namespace \"{ns}\""
+        )),
+        "{err}"
+    );
+    // `admin` holds the legacy `impersonate` verb on serviceaccounts in its namespace.
+    let (ok, out, err) = as_lead(&["--as", &lead, "get", "secrets", "-n", &ns]);
+    assert!(ok, "legacy impersonation of a ServiceAccount: {out}{err}");
+    // The mode that last succeeded for a requester is tried first next time, so now the
+    // legacy error comes first.
+    let (ok, _, err) = as_lead(&["--as", "someone-else", "get", "pods", "-n", &ns]);
+    assert!(
+        !ok && err.contains(&format!(
+            "users \"someone-else\" is forbidden: User \"{lead}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        )),
         "{err}"
     );
 
@@ -930,6 +970,288 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}}
     assert!(
         !ok && err.contains("attempting to grant RBAC permissions not currently held"),
         "{err}"
+    );
+}
+
+/// Runs `attempt` until it succeeds (a real cluster's RBAC sees new bindings a moment
+/// after they are written); returns its last output.
+fn eventually(mut attempt: impl FnMut() -> (bool, String, String)) -> (bool, String, String) {
+    let mut last = attempt();
+    for _ in 0..50 {
+        if last.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        last = attempt();
+    }
+    last
+}
+
+/// Legacy (`impersonate` on users) and constrained (`impersonate:<mode>` on the identity
+/// plus `impersonate-on:<mode>:<verb>` on the request) impersonation grants, with
+/// kube-apiserver v1.36's texts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_legacy_and_constrained_grants() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut env = Env::start().await;
+    let ns = env.namespace();
+    let label = env.cluster_label(&ns);
+    let setup = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: deputy, namespace: {ns}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: scoped, namespace: {ns}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: nodeagent, namespace: {ns}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: other, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: pat-view, namespace: {ns}}}
+subjects: [{{kind: User, name: pat, apiGroup: rbac.authorization.k8s.io}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {ns}-legacy-users, labels: {{kwctl-test: {label}}}}}
+rules: [{{apiGroups: [""], resources: [users], verbs: [impersonate]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {ns}-deputy, labels: {{kwctl-test: {label}}}}}
+subjects: [{{kind: ServiceAccount, name: deputy, namespace: {ns}}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-legacy-users}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {ns}-user-info, labels: {{kwctl-test: {label}}}}}
+rules: [{{apiGroups: [authentication.k8s.io], resources: [users], verbs: ["impersonate:user-info"]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {ns}-scoped, labels: {{kwctl-test: {label}}}}}
+subjects: [{{kind: ServiceAccount, name: scoped, namespace: {ns}}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-user-info}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: list-pods-as-user, namespace: {ns}}}
+rules: [{{apiGroups: [""], resources: [pods], verbs: ["impersonate-on:user-info:list"]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: scoped-list-pods, namespace: {ns}}}
+subjects: [{{kind: ServiceAccount, name: scoped, namespace: {ns}}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: list-pods-as-user}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {ns}-node, labels: {{kwctl-test: {label}}}}}
+rules:
+- {{apiGroups: [authentication.k8s.io], resources: [nodes], verbs: ["impersonate:arbitrary-node"]}}
+- {{apiGroups: [authentication.k8s.io], resources: [selfsubjectreviews], verbs: ["impersonate-on:arbitrary-node:create"]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {ns}-nodeagent, labels: {{kwctl-test: {label}}}}}
+subjects: [{{kind: ServiceAccount, name: nodeagent, namespace: {ns}}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-node}}
+"#
+    );
+    env.ok(&["apply", "-f", "-"], Some(&setup));
+    let sa = |name: &str| format!("system:serviceaccount:{ns}:{name}");
+    let token = |name: &str| {
+        env.ok(&["create", "token", name, "-n", &ns], None)
+            .trim()
+            .to_string()
+    };
+    let (deputy, scoped, nodeagent) = (token("deputy"), token("scoped"), token("nodeagent"));
+    let with = |tok: &str, args: &[&str]| {
+        let mut a = vec!["--token", tok];
+        a.extend_from_slice(args);
+        env.run(&a, None)
+    };
+
+    // Legacy: `impersonate` on users lets deputy act as any user, for any request.
+    let (ok, out, err) = eventually(|| with(&deputy, &["--as", "pat", "get", "pods", "-n", &ns]));
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = with(&deputy, &["--as", "pat", "auth", "whoami", "-o", "json"]);
+    assert!(ok, "{out}{err}");
+    let who: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(who["status"]["userInfo"]["username"], "pat");
+    assert_eq!(
+        who["status"]["userInfo"]["groups"],
+        serde_json::json!(["system:authenticated"])
+    );
+    // The impersonated user's own rights apply.
+    let (ok, _, err) = with(&deputy, &["--as", "pat", "get", "secrets", "-n", &ns]);
+    assert!(
+        !ok && err.contains(&format!(
+            "User \"pat\" cannot list resource \"secrets\" in API group \"\" in the namespace \"{ns}\""
+        )),
+        "{err}"
+    );
+    // Groups and ServiceAccounts need their own grants (legacy errors: legacy succeeded last).
+    let (ok, _, err) = with(
+        &deputy,
+        &[
+            "--as",
+            "pat",
+            "--as-group",
+            "devs",
+            "get",
+            "pods",
+            "-n",
+            &ns,
+        ],
+    );
+    assert!(
+        !ok && err.contains(&format!(
+            "groups \"devs\" is forbidden: User \"{}\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope",
+            sa("deputy")
+        )),
+        "{err}"
+    );
+    let (ok, _, err) = with(&deputy, &["--as", &sa("other"), "get", "pods", "-n", &ns]);
+    assert!(
+        !ok && err.contains(&format!(
+            "serviceaccounts \"other\" is forbidden: User \"{}\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"{ns}\"",
+            sa("deputy")
+        )),
+        "{err}"
+    );
+
+    // Constrained: `impersonate:user-info` on users plus `impersonate-on:user-info:list` on
+    // pods lets scoped list pods as pat, and nothing else.
+    let (ok, out, err) = eventually(|| with(&scoped, &["--as", "pat", "get", "pods", "-n", &ns]));
+    assert!(ok, "{out}{err}");
+    let denied = |args: &[&str], want: String| {
+        let mut a = vec!["--as", "pat"];
+        a.extend_from_slice(args);
+        let (ok, _, err) = with(&scoped, &a);
+        assert!(
+            !ok && err.contains(&want),
+            "{args:?}: want {want}\ngot {err}"
+        );
+    };
+    let on = |verb: &str, what: &str, n: &str| {
+        format!(
+            "{what} is forbidden: User \"{}\" cannot impersonate-on:user-info:{verb} resource \"{}\" in API group \"\" in the namespace \"{n}\"",
+            sa("scoped"),
+            what.split(' ').next().unwrap_or_default()
+        )
+    };
+    denied(
+        &["get", "configmaps", "-n", &ns],
+        on("list", "configmaps", &ns),
+    );
+    denied(
+        &["get", "pod", "x", "-n", &ns],
+        on("get", "pods \"x\"", &ns),
+    );
+    denied(
+        &["create", "configmap", "c", "--from-literal=a=b", "-n", &ns],
+        on("create", "configmaps", &ns),
+    );
+    denied(
+        &["get", "pods", "-n", "default"],
+        on("list", "pods", "default"),
+    );
+    denied(
+        &["--as-group", "devs", "get", "pods", "-n", &ns],
+        format!(
+            "groups.authentication.k8s.io \"devs\" is forbidden: User \"{}\" cannot impersonate:user-info resource \"groups\" in API group \"authentication.k8s.io\" at the cluster scope",
+            sa("scoped")
+        ),
+    );
+    denied(
+        &["--as-group", "system:masters", "get", "pods", "-n", &ns],
+        "at the cluster scope: impersonating the system:masters group is not allowed".into(),
+    );
+    let (ok, _, err) = with(&scoped, &["--as", &sa("other"), "get", "pods", "-n", &ns]);
+    assert!(
+        !ok && err.contains(&format!(
+            "pods is forbidden: User \"{}\" cannot impersonate-on:serviceaccount:list resource \"pods\"",
+            sa("scoped")
+        )),
+        "{err}"
+    );
+    let ssr = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+    let (ok, _, err) = env.run(
+        &[
+            "--token",
+            &scoped,
+            "--as",
+            "pat",
+            "create",
+            "--raw",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            "-f",
+            "-",
+        ],
+        Some(ssr),
+    );
+    assert!(
+        !ok && err.contains(&format!(
+            "selfsubjectreviews.authentication.k8s.io is forbidden: User \"{}\" cannot impersonate-on:user-info:create resource \"selfsubjectreviews\" in API group \"authentication.k8s.io\" at the cluster scope",
+            sa("scoped")
+        )),
+        "{err}"
+    );
+
+    // A node impersonated through `impersonate:arbitrary-node` is in `system:nodes`.
+    let (ok, out, err) = eventually(|| {
+        with(
+            &nodeagent,
+            &["--as", "system:node:n1", "auth", "whoami", "-o", "json"],
+        )
+    });
+    assert!(ok, "{out}{err}");
+    let who: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(who["status"]["userInfo"]["username"], "system:node:n1");
+    assert_eq!(
+        who["status"]["userInfo"]["groups"],
+        serde_json::json!(["system:nodes", "system:authenticated"])
+    );
+    let (ok, _, err) = with(
+        &nodeagent,
+        &["--as", "system:node:n1", "get", "pods", "-n", &ns],
+    );
+    assert!(
+        !ok && err.contains(&format!(
+            "pods is forbidden: User \"{}\" cannot impersonate-on:arbitrary-node:list resource \"pods\" in API group \"\" in the namespace \"{ns}\"",
+            sa("nodeagent")
+        )),
+        "{err}"
+    );
+
+    // An administrator may impersonate anything: uid and groups as asked.
+    let who = env.json(&[
+        "auth",
+        "whoami",
+        "--as",
+        "pat",
+        "--as-uid",
+        "u-1",
+        "--as-group",
+        "devs",
+    ]);
+    assert_eq!(who["status"]["userInfo"]["username"], "pat");
+    assert_eq!(who["status"]["userInfo"]["uid"], "u-1");
+    assert_eq!(
+        who["status"]["userInfo"]["groups"],
+        serde_json::json!(["devs", "system:authenticated"])
     );
 }
 
