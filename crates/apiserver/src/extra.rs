@@ -254,6 +254,62 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
     ))
 }
 
+fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A token bound to a pod (`kubectl create token --bound-object-kind Pod`): its user gets
+/// the pod's name and uid and, once the pod is on a node, the node's name and uid as extras,
+/// like kube-apiserver's (the node name is what `impersonate:associated-node` matches).
+fn bind_token_to_pod(
+    srv: &Arc<ApiServer>,
+    ns: &str,
+    bound: &Value,
+    user: &mut crate::rbac::UserInfo,
+) -> Result<(), ApiError> {
+    if str_at(bound, "/kind") != "Pod" {
+        return Ok(());
+    }
+    let Some(pods) = srv.def("", "v1", "pods") else {
+        return Ok(());
+    };
+    let pod_name = str_at(bound, "/name");
+    let pod = srv
+        .storage
+        .get(&pods.storage_key(), ns, pod_name)
+        .ok_or_else(|| ApiError::not_found(&pods, pod_name))?;
+    let pod_uid = str_at(&pod, "/metadata/uid");
+    let want_uid = str_at(bound, "/uid");
+    if !want_uid.is_empty() && want_uid != pod_uid {
+        return Err(ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on Pod {pod_name:?}: the UID in the bound object reference ({want_uid}) does not match the UID in record. The object might have been deleted and then recreated"
+            ),
+        ));
+    }
+    let mut extra = |k: &str, v: &str| {
+        user.extra.insert(
+            format!("authentication.kubernetes.io/{k}"),
+            vec![v.to_string()],
+        );
+    };
+    extra("pod-name", pod_name);
+    extra("pod-uid", pod_uid);
+    let node_name = str_at(&pod, "/spec/nodeName");
+    if !node_name.is_empty() {
+        extra("node-name", node_name);
+        if let Some(node) = srv
+            .def("", "v1", "nodes")
+            .and_then(|nodes| srv.storage.get(&nodes.storage_key(), "", node_name))
+        {
+            extra("node-uid", str_at(&node, "/metadata/uid"));
+        }
+    }
+    Ok(())
+}
+
 /// POST to an object's subresource (`pods/eviction`, `pods/binding`, `serviceaccounts/token`).
 pub fn create_subresource(
     srv: &Arc<ApiServer>,
@@ -296,10 +352,20 @@ pub fn create_subresource(
             ))
         }
         ("", "serviceaccounts", "token") => {
-            srv.storage
+            let account = srv
+                .storage
                 .get(&t.def.storage_key(), ns, name)
                 .ok_or_else(|| ApiError::not_found(&t.def, name))?;
             let mut body = h::decode_body(req).unwrap_or_else(|_| json!({}));
+            let mut user = crate::rbac::UserInfo::service_account(ns, name);
+            user.uid = str_at(&account, "/metadata/uid").to_string();
+            user.extra.insert(
+                "authentication.kubernetes.io/credential-id".into(),
+                vec![format!("JTI={}", uuid::Uuid::new_v4())],
+            );
+            if let Some(bound) = body.pointer("/spec/boundObjectRef") {
+                bind_token_to_pod(srv, ns, bound, &mut user)?;
+            }
             let secs = body
                 .pointer("/spec/expirationSeconds")
                 .and_then(Value::as_i64)
@@ -313,10 +379,7 @@ pub fn create_subresource(
             srv.issued_tokens
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(
-                    token.clone(),
-                    crate::rbac::UserInfo::service_account(ns, name),
-                );
+                .insert(token.clone(), user);
             body["status"] = json!({
                 "token": token,
                 "expirationTimestamp": exp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),

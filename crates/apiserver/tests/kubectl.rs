@@ -15,7 +15,8 @@ use support::{Kubectl, have_kubectl, rand_u64, retry_until_served};
 struct Env {
     kubectl: Kubectl,
     namespaces: Vec<String>,
-    /// Label values (`kwctl-test=<value>`) of the ClusterRoles and ClusterRoleBindings made.
+    /// Label values (`kwctl-test=<value>`) of the ClusterRoles, ClusterRoleBindings and
+    /// Nodes made.
     cluster_labels: Vec<String>,
 }
 
@@ -35,7 +36,7 @@ impl Env {
         }
     }
 
-    /// A label value for cluster-scoped RBAC objects, which are deleted at the end.
+    /// A label value for cluster-scoped objects (RBAC, nodes), which are deleted at the end.
     fn cluster_label(&mut self, value: &str) -> String {
         self.cluster_labels.push(value.to_string());
         value.to_string()
@@ -56,7 +57,7 @@ impl Drop for Env {
             let _ = self.run(
                 &[
                     "delete",
-                    "clusterroles,clusterrolebindings",
+                    "clusterroles,clusterrolebindings,nodes",
                     "-l",
                     &sel,
                     "--wait=false",
@@ -1234,6 +1235,115 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-no
             sa("nodeagent")
         )),
         "{err}"
+    );
+
+    // `impersonate:associated-node`: a ServiceAccount may act as the node its pod runs on
+    // (known from its pod-bound token), and only that node.
+    let node = format!("{ns}-n1");
+    let agent_setup = format!(
+        r#"
+apiVersion: v1
+kind: Node
+metadata: {{name: {node}, labels: {{kwctl-test: {label}}}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: agent, namespace: {ns}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: agent, namespace: {ns}}}
+spec: {{serviceAccountName: agent, nodeName: {node}, containers: [{{name: c, image: busybox}}]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {ns}-associated-node, labels: {{kwctl-test: {label}}}}}
+rules:
+- {{apiGroups: [authentication.k8s.io], resources: [nodes], verbs: ["impersonate:associated-node"]}}
+- {{apiGroups: [authentication.k8s.io], resources: [selfsubjectreviews], verbs: ["impersonate-on:associated-node:create"]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {ns}-agent, labels: {{kwctl-test: {label}}}}}
+subjects: [{{kind: ServiceAccount, name: agent, namespace: {ns}}}]
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ns}-associated-node}}
+"#
+    );
+    env.ok(&["apply", "-f", "-"], Some(&agent_setup));
+    let agent = env
+        .ok(
+            &[
+                "create",
+                "token",
+                "agent",
+                "-n",
+                &ns,
+                "--bound-object-kind",
+                "Pod",
+                "--bound-object-name",
+                "agent",
+            ],
+            None,
+        )
+        .trim()
+        .to_string();
+    let who = env.json(&["--token", &agent, "auth", "whoami"]);
+    assert_eq!(
+        who["status"]["userInfo"]["extra"]["authentication.kubernetes.io/node-name"],
+        serde_json::json!([node])
+    );
+    let (ok, out, err) = eventually(|| {
+        with(
+            &agent,
+            &[
+                "--as",
+                &format!("system:node:{node}"),
+                "auth",
+                "whoami",
+                "-o",
+                "json",
+            ],
+        )
+    });
+    assert!(ok, "{out}{err}");
+    let who: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        who["status"]["userInfo"]["groups"],
+        serde_json::json!(["system:nodes", "system:authenticated"])
+    );
+    let (ok, _, err) = env.run(
+        &[
+            "--token",
+            &agent,
+            "--as",
+            "system:node:elsewhere",
+            "create",
+            "--raw",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            "-f",
+            "-",
+        ],
+        Some(ssr),
+    );
+    assert!(
+        !ok && err.contains(&format!(
+            "User \"{}\" cannot impersonate-on:arbitrary-node:create resource \"selfsubjectreviews\"",
+            sa("agent")
+        )),
+        "{err}"
+    );
+    // A pod bound to a node that no kubelet runs would never finish terminating.
+    env.ok(
+        &[
+            "delete",
+            "pod",
+            "agent",
+            "-n",
+            &ns,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
     );
 
     // An administrator may impersonate anything: uid and groups as asked.
