@@ -21,7 +21,11 @@
 //!    800 ms, ×2, 30 s cap, reset after 2 minutes without errors), measured with
 //!    `tokio::time` so tests can pause time.
 //! 5. **Idle timeout**: a watch that delivers neither an event nor a bookmark for
-//!    [`ReflectorConfig::idle_timeout`] is considered dead and restarted.
+//!    [`ReflectorConfig::effective_idle_timeout`] (its response headers included: a
+//!    server that accepts the request and never answers) is considered stalled and
+//!    restarted from the last resourceVersion, without a relist. Bookmarks keep a quiet
+//!    watch alive, and the server ends every watch after `timeoutSeconds`, so the bound
+//!    sits a little above the watch timeout: 320 s by default.
 //!
 //! Objects are decoded once, passed through an optional transform (e.g.
 //! [`strip_managed_fields`]) and moved into an `Arc`; the store and every consumer share
@@ -278,9 +282,12 @@ pub struct ReflectorConfig {
     pub watch_timeout: Duration,
     /// Ask for bookmarks (default true).
     pub bookmarks: bool,
-    /// Restart a watch that delivered nothing (no event, no bookmark) for this long
-    /// (default 5 minutes). Never less than `watch_timeout + 30 s`, so a quiet but healthy
-    /// watch is not restarted before the server closes it.
+    /// Restart a watch that delivered nothing (no response headers, no event, no
+    /// bookmark) for this long (default 5 minutes). Never less than `watch_timeout` plus
+    /// a margin (a tenth of it plus 1 s, at most 30 s; see
+    /// [`ReflectorConfig::effective_idle_timeout`]), so a quiet but healthy watch is not
+    /// restarted before the server closes it. kube-apiserver also sends a bookmark about
+    /// every minute, so with a shorter `watch_timeout` stalls are found sooner.
     pub idle_timeout: Duration,
     /// Periodic resync: re-deliver every stored object as [`Delta::Sync`] (handlers see
     /// an update with `old == new`). Off by default.
@@ -367,11 +374,12 @@ impl ReflectorConfig {
             .max(1)
     }
 
-    /// The idle timeout actually used: `idle_timeout`, but at least `watch_timeout + 30 s`.
+    /// The idle timeout actually used: `idle_timeout`, but at least `watch_timeout` plus
+    /// `min(watch_timeout / 10 + 1 s, 30 s)` (320 s for the default 290 s watch timeout).
     pub fn effective_idle_timeout(&self) -> Duration {
-        self.idle_timeout.max(
-            Duration::from_secs(u64::from(self.watch_timeout_secs())) + Duration::from_secs(30),
-        )
+        let watch = Duration::from_secs(u64::from(self.watch_timeout_secs()));
+        let margin = (watch / 10 + Duration::from_secs(1)).min(Duration::from_secs(30));
+        self.idle_timeout.max(watch + margin)
     }
 }
 
@@ -701,13 +709,25 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
                 Some(s) => s,
                 None => {
                     let wp = self.watch_params(false);
-                    match self.cancellable(self.lw.watch(&wp, &from)).await {
+                    // A server that takes the request and never answers is a stall too.
+                    let idle = self.config.effective_idle_timeout();
+                    let started = tokio::time::timeout(idle, self.lw.watch(&wp, &from));
+                    match self.cancellable(started).await {
                         None => return,
-                        Some(Ok(s)) => {
+                        Some(Err(_)) => {
+                            if !self
+                                .fail(&mut sink, &mut backoff, Error::IdleTimeout(idle))
+                                .await
+                            {
+                                return;
+                            }
+                            continue;
+                        }
+                        Some(Ok(Ok(s))) => {
                             self.bump(|s| s.watches += 1);
                             s
                         }
-                        Some(Err(e)) if e.is_gone() => {
+                        Some(Ok(Err(e))) if e.is_gone() => {
                             tracing::debug!(resource = %self.lw.describe(), rv = %from, "watch expired (410); relisting");
                             self.bump(|s| s.expired += 1);
                             rv = None;
@@ -717,7 +737,7 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
                             expired_streak += 1;
                             continue;
                         }
-                        Some(Err(e)) => {
+                        Some(Ok(Err(e))) => {
                             if !self.fail(&mut sink, &mut backoff, Error::Watch(e)).await {
                                 return;
                             }
@@ -832,16 +852,18 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
 
     async fn streaming_list<S: Sink<K>>(&self, sink: &mut S) -> Listed<K> {
         let wp = self.watch_params(true);
-        let mut stream = match self.cancellable(self.lw.watch(&wp, "")).await {
+        let idle = self.config.effective_idle_timeout();
+        let started = tokio::time::timeout(idle, self.lw.watch(&wp, ""));
+        let mut stream = match self.cancellable(started).await {
             None => return Listed::Stopped,
-            Some(Err(e)) if e.is_invalid() || e.is_bad_request() => {
+            Some(Err(_)) => return Listed::Failed(Error::IdleTimeout(idle)),
+            Some(Ok(Err(e))) if e.is_invalid() || e.is_bad_request() => {
                 return Listed::Unsupported(Error::Watch(e));
             }
-            Some(Err(e)) => return Listed::Failed(Error::Watch(e)),
-            Some(Ok(s)) => s,
+            Some(Ok(Err(e))) => return Listed::Failed(Error::Watch(e)),
+            Some(Ok(Ok(s))) => s,
         };
         self.bump(|s| s.watches += 1);
-        let idle = self.config.effective_idle_timeout();
         let mut objects: Vec<Arc<K>> = Vec::new();
         loop {
             let next = tokio::select! {
@@ -1345,9 +1367,37 @@ mod tests {
         let w = lw.watch_calls();
         assert_eq!(w[1].2, "7");
         assert_eq!((w[1].0 - w[0].0).as_millis(), 60_800);
-        // The idle timeout never undercuts the server-side timeout.
+        // The idle timeout never undercuts the server-side timeout (plus a margin).
         let c = ReflectorConfig::default().idle_timeout(Duration::from_secs(1));
         assert_eq!(c.effective_idle_timeout(), Duration::from_secs(320));
+        let c = c.watch_timeout(Duration::from_secs(1));
+        assert_eq!(c.effective_idle_timeout(), Duration::from_millis(2100));
+        let c = c.watch_timeout(Duration::from_secs(3600));
+        assert_eq!(c.effective_idle_timeout(), Duration::from_secs(3630));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unanswered_watch_request_is_restarted() {
+        let lw = FakeLw::new();
+        // The first watch request is never answered: the script has no watch yet when
+        // it is made (one is added afterwards, for the restart).
+        lw.list(Ok(list(vec![cm("a", "1")], "5", None)));
+        let config = ReflectorConfig::default()
+            .watch_timeout(Duration::from_secs(10))
+            .idle_timeout(Duration::from_secs(60));
+        let mut s = reflector(&lw, config).into_stream();
+        assert_eq!(take(&mut s, 2).await, vec!["Added(ns/a@1)", "Replaced(@5)"]);
+        lw.watch(FakeWatch::EventsThenPending(vec![Ok(
+            WatchEvent::Modified(cm("a", "6")),
+        )]));
+        let got = take(&mut s, 2).await;
+        assert!(got[0].contains("delivered nothing for 60s"), "{got:?}");
+        assert_eq!(got[1], "Updated(ns/a@1 -> ns/a@6)");
+        let w = lw.watch_calls();
+        assert_eq!(w.len(), 2);
+        assert_eq!((w[0].2.as_str(), w[1].2.as_str()), ("5", "5"));
+        assert_eq!((w[1].0 - w[0].0).as_millis(), 60_800);
+        assert_eq!(lw.list_calls().len(), 1, "no relist");
     }
 
     #[tokio::test(start_paused = true)]
