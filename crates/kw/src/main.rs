@@ -2,6 +2,7 @@
 
 mod cutter;
 mod demo;
+mod tokenfile;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -39,6 +40,15 @@ enum Command {
         /// acknowledged write and continues the resourceVersions.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// More users, in kube-apiserver's token file format: CSV records
+        /// `token,user,uid,"group1,group2"`. Their requests are authorized by RBAC; each
+        /// gets a context of its own (named after the user) in the kubeconfig.
+        #[arg(long)]
+        token_auth_file: Option<PathBuf>,
+        /// Accept client certificates signed by a CA of this PEM file (HTTPS only): the
+        /// subject CN is the user, each O a group, as in kube-apiserver.
+        #[arg(long)]
+        client_ca_file: Option<PathBuf>,
     },
     /// Run an operator end to end on the embedded API server (or a real cluster) and
     /// check the result: CRD install, create, scale, update, a dropped watch, a leader
@@ -97,49 +107,175 @@ async fn main() -> ExitCode {
             insecure,
             token,
             data_dir,
+            token_auth_file,
+            client_ca_file,
         } => {
-            let token = token.unwrap_or_else(|| format!("kw-{:032x}", rand::random::<u128>()));
-            let mut builder = kubewright_apiserver::TestServer::builder()
-                .port(port)
-                .tls(!insecure)
-                .token(token);
-            if let Some(dir) = &data_dir {
-                builder = builder.data_dir(dir);
-            }
-            let server = match builder.start().await {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("kw serve: failed to start: {e}");
-                    return ExitCode::FAILURE;
-                }
+            let opts = ServeOptions {
+                port,
+                kubeconfig_out,
+                insecure,
+                token,
+                data_dir,
+                token_auth_file,
+                client_ca_file,
             };
-            if let Err(e) = server.write_kubeconfig(&kubeconfig_out) {
-                eprintln!(
-                    "kw serve: failed to write {}: {e}",
-                    kubeconfig_out.display()
-                );
-                return ExitCode::FAILURE;
+            match serve(opts).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("kw serve: {e}");
+                    ExitCode::FAILURE
+                }
             }
-            println!("kubewright API server listening on {}", server.url());
-            println!("kubeconfig: {}", kubeconfig_out.display());
-            if let Some(dir) = &data_dir {
-                println!("data directory: {}", dir.display());
-            }
-            if server.ca_pem().is_some() {
-                println!(
-                    "CA certificate: {}",
-                    kubeconfig_out.with_file_name("ca.crt").display()
-                );
-            }
-            println!(
-                "try: kubectl --kubeconfig {} get namespaces",
-                kubeconfig_out.display()
-            );
-            let _ = tokio::signal::ctrl_c().await;
-            server.stop();
-            ExitCode::SUCCESS
         }
     }
+}
+
+struct ServeOptions {
+    port: u16,
+    kubeconfig_out: PathBuf,
+    insecure: bool,
+    token: Option<String>,
+    data_dir: Option<PathBuf>,
+    token_auth_file: Option<PathBuf>,
+    client_ca_file: Option<PathBuf>,
+}
+
+async fn serve(o: ServeOptions) -> Result<(), String> {
+    let token = o
+        .token
+        .unwrap_or_else(|| format!("kw-{:032x}", rand::random::<u128>()));
+    let mut builder = kubewright_apiserver::TestServer::builder()
+        .port(o.port)
+        .tls(!o.insecure)
+        .token(token.clone());
+    if let Some(dir) = &o.data_dir {
+        builder = builder.data_dir(dir);
+    }
+    let mut users = Vec::new();
+    if let Some(path) = &o.token_auth_file {
+        let shown = path.display().to_string();
+        let content =
+            std::fs::read_to_string(path).map_err(|e| format!("--token-auth-file {shown}: {e}"))?;
+        users = tokenfile::parse(&shown, &content).map_err(|e| e.to_string())?;
+        for u in &users {
+            let groups: Vec<&str> = u.groups.iter().map(String::as_str).collect();
+            let mut info = kubewright_apiserver::UserInfo::new(&u.name, &groups);
+            info.uid = u.uid.clone();
+            builder = builder.user(u.token.clone(), info);
+        }
+    }
+    if let Some(path) = &o.client_ca_file {
+        if o.insecure {
+            return Err("--client-ca-file needs HTTPS (drop --insecure)".into());
+        }
+        let pem = std::fs::read_to_string(path)
+            .map_err(|e| format!("--client-ca-file {}: {e}", path.display()))?;
+        builder = builder.client_ca(pem);
+    }
+    let server = builder
+        .start()
+        .await
+        .map_err(|e| format!("failed to start: {e}"))?;
+    let kubeconfig = kubeconfig_with_users(&server, &token, &users)?;
+    write_kubeconfig(&o.kubeconfig_out, &kubeconfig, server.ca_pem())
+        .map_err(|e| format!("failed to write {}: {e}", o.kubeconfig_out.display()))?;
+    let kc = o.kubeconfig_out.display();
+    println!("kubewright API server listening on {}", server.url());
+    println!("kubeconfig: {kc} (context kubewright: administrator, system:masters)");
+    for u in &users {
+        println!(
+            "  context {}: user {:?}, groups {:?} (authorized by RBAC)",
+            context_name(&u.name),
+            u.name,
+            u.groups
+        );
+    }
+    if let Some(dir) = &o.data_dir {
+        println!("data directory: {}", dir.display());
+    }
+    if server.ca_pem().is_some() {
+        println!(
+            "CA certificate: {}",
+            o.kubeconfig_out.with_file_name("ca.crt").display()
+        );
+    }
+    if let Some(ca) = &o.client_ca_file {
+        println!(
+            "client certificates signed by {} authenticate as their CN (user) and O (groups)",
+            ca.display()
+        );
+    }
+    println!("try: kubectl --kubeconfig {kc} get namespaces");
+    if let Some(u) = users.first() {
+        println!(
+            "     kubectl --kubeconfig {kc} --context {} auth whoami",
+            context_name(&u.name)
+        );
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    server.stop();
+    Ok(())
+}
+
+/// A kubeconfig context name for a user (`kubewright` is the administrator's).
+fn context_name(user: &str) -> String {
+    if user == "kubewright" {
+        "kubewright-user".into()
+    } else {
+        user.to_string()
+    }
+}
+
+/// The server's kubeconfig plus a user and a context for every token-file user.
+fn kubeconfig_with_users(
+    server: &kubewright_apiserver::TestServer,
+    admin_token: &str,
+    users: &[tokenfile::TokenUser],
+) -> Result<String, String> {
+    use serde_json::json;
+    let mut cluster = json!({"server": server.url()});
+    if let Some(ca) = server.ca_pem() {
+        use base64::Engine;
+        cluster["certificate-authority-data"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(ca.as_bytes()));
+    }
+    let context = |name: &str, user: &str| json!({"name": name, "context": {"cluster": "kubewright", "user": user, "namespace": "default"}});
+    let mut kc_users = vec![json!({"name": "kubewright", "user": {"token": admin_token}})];
+    let mut contexts = vec![context("kubewright", "kubewright")];
+    for u in users {
+        let name = context_name(&u.name);
+        kc_users.push(json!({"name": name, "user": {"token": u.token}}));
+        contexts.push(context(&name, &name));
+    }
+    let kc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubewright", "cluster": cluster}],
+        "users": kc_users,
+        "contexts": contexts,
+        "current-context": "kubewright",
+    });
+    serde_saphyr::to_string(&kc).map_err(|e| format!("kubeconfig: {e}"))
+}
+
+/// Writes the kubeconfig (owner-only: it holds tokens) and the CA next to it.
+fn write_kubeconfig(path: &std::path::Path, yaml: &str, ca: Option<&str>) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)?.write_all(yaml.as_bytes())?;
+    if let Some(ca) = ca {
+        std::fs::write(path.with_file_name("ca.crt"), ca)?;
+    }
+    Ok(())
 }
 
 fn crd(example: &str, json: bool) -> ExitCode {
