@@ -27,7 +27,15 @@ fn compile(src: &str) -> Result<cel::Program, String> {
     let env = env();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env.compile(src))) {
         Ok(Ok(p)) => Ok(p),
-        Ok(Err(e)) => Err(format!("ERROR: <input>: {e}")),
+        // cel-go's layout: the source excerpt under the error is indented by a space.
+        Ok(Err(e)) => {
+            let e = e.to_string().replace("\n| ", "\n | ");
+            if e.starts_with("ERROR: ") {
+                Err(e)
+            } else {
+                Err(format!("ERROR: <input>: {e}"))
+            }
+        }
         Err(_) => Err("ERROR: <input>: the expression could not be parsed".into()),
     }
 }
@@ -39,7 +47,11 @@ fn compile_checked(src: &str) -> Result<cel::Program, String> {
         .references()
         .variables()
         .into_iter()
-        .filter(|v| !matches!(*v, "self" | "oldSelf") && !declared_by_macro(&p, v))
+        .filter(|v| {
+            !matches!(*v, "self" | "oldSelf")
+                && !declared_by_macro(&p, v)
+                && !is_type_or_namespace(v)
+        })
         .map(str::to_string)
         .collect();
     undeclared.sort();
@@ -49,6 +61,26 @@ fn compile_checked(src: &str) -> Result<cel::Program, String> {
         ));
     }
     Ok(p)
+}
+
+/// Whether `name` is a type (`type(self) == int`) or a namespace of functions (`lists.range`)
+/// that rules can name in kube-apiserver and this server evaluates.
+fn is_type_or_namespace(name: &str) -> bool {
+    const TYPES: [&str; 11] = [
+        "bool",
+        "bytes",
+        "double",
+        "int",
+        "uint",
+        "string",
+        "list",
+        "map",
+        "null_type",
+        "type",
+        "optional_type",
+    ];
+    matches!(name, "lists" | "optional")
+        || (TYPES.contains(&name) && env().types().find_type(name).is_some())
 }
 
 /// Whether `name` is the variable of a comprehension (`all`, `exists`, `map`...) in `p`.
@@ -107,65 +139,128 @@ fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
-/// How a rule prints in a CRD validation error (Go's `%#v` of `apiextensions.ValidationRule`).
-fn rule_go_string(r: &Value) -> String {
-    let reason = match r.get("reason").and_then(Value::as_str) {
-        Some(x) => format!("(*apiextensions.FieldValueErrorReason)({x:?})"),
-        None => "(*apiextensions.FieldValueErrorReason)(nil)".into(),
-    };
-    let optional = match r.get("optionalOldSelf").and_then(Value::as_bool) {
-        Some(b) => format!("(*bool)({b})"),
-        None => "(*bool)(nil)".into(),
-    };
-    format!(
-        "apiextensions.ValidationRule{{Rule:{:?}, Message:{:?}, MessageExpression:{:?}, Reason:{reason}, FieldPath:{:?}, OptionalOldSelf:{optional}}}",
-        str_of(r, "rule"),
-        str_of(r, "message"),
-        str_of(r, "messageExpression"),
-        str_of(r, "fieldPath"),
-    )
+/// How a rule prints in a CRD validation error: Go's JSON of `apiextensions.ValidationRule`
+/// (its field names, HTML-safe escapes).
+fn rule_json(r: &Value) -> String {
+    let string = |k: &str| Value::String(str_of(r, k).to_string());
+    let reason = r
+        .get("reason")
+        .and_then(Value::as_str)
+        .map_or(Value::Null, |x| Value::String(x.to_string()));
+    let optional = r
+        .get("optionalOldSelf")
+        .and_then(Value::as_bool)
+        .map_or(Value::Null, Value::Bool);
+    let fields = [
+        ("Rule", string("rule")),
+        ("Message", string("message")),
+        ("MessageExpression", string("messageExpression")),
+        ("Reason", reason),
+        ("FieldPath", string("fieldPath")),
+        ("OptionalOldSelf", optional),
+    ];
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| {
+            let json = serde_json::to_string(v)
+                .unwrap_or_default()
+                .replace('<', "\\u003c")
+                .replace('>', "\\u003e")
+                .replace('&', "\\u0026")
+                .replace('\u{2028}', "\\u2028")
+                .replace('\u{2029}', "\\u2029");
+            format!("\"{k}\":{json}")
+        })
+        .collect();
+    format!("{{{}}}", body.join(","))
 }
 
-/// Checks the rules of a structural schema compile; `path` is the schema's field path
-/// (`spec.versions[0].schema.openAPIV3Schema`). Returns `(field, message)` pairs.
+/// Checks the rules of a structural schema compile and fit kube-apiserver's cost budget; `path`
+/// is the schema's field path (`spec.versions[0].schema.openAPIV3Schema`). Returns `(field,
+/// message)` pairs, the message starting with its reason (`Invalid value: ...`,
+/// `Forbidden: ...`).
 pub(crate) fn compile_errors(schema: &Value, path: &str, out: &mut Vec<(String, String)>) {
-    for (i, r) in rules_of(schema).iter().enumerate() {
+    let mut total = cost::TotalCost::default();
+    node_rule_errors(schema, path, true, Some(1), None, &mut total, out);
+    if total.total > cost::STATIC_ESTIMATED_CRD_COST_LIMIT {
+        for (field, _) in &total.most_expensive {
+            out.push((
+                field.clone(),
+                "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema".into(),
+            ));
+        }
+        out.push((
+            path.to_string(),
+            format!(
+                "Forbidden: {}",
+                cost::cost_error_message(
+                    "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                    total.total,
+                    cost::STATIC_ESTIMATED_CRD_COST_LIMIT,
+                )
+            ),
+        ));
+    }
+}
+
+/// The rule errors of a schema node and its children (children first, as kube-apiserver
+/// reports them). `resource_root` is set at the root and embedded resources; `cardinality` is
+/// how many times the node can occur in an object, `None` when an array or map above it is
+/// unbounded; `uncorrelatable` the path of the highest array above it whose items cannot be
+/// matched with their old values (not a `map` list), where rules may not use `oldSelf`.
+fn node_rule_errors(
+    schema: &Value,
+    path: &str,
+    resource_root: bool,
+    cardinality: Option<u64>,
+    uncorrelatable: Option<&str>,
+    total: &mut cost::TotalCost,
+    out: &mut Vec<(String, String)>,
+) {
+    let child_cardinality = cardinality
+        .zip(cost::max_elements_factor(schema))
+        .map(|(c, f)| cost::mul_guard(c, f));
+    let embedded = |s: &Value| s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        let at = format!("{path}.additionalProperties");
+        let c = child_cardinality;
+        node_rule_errors(ap, &at, embedded(ap), c, uncorrelatable, total, out);
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, sub) in props {
+            let at = format!("{path}.properties[{k}]");
+            let c = child_cardinality;
+            node_rule_errors(sub, &at, embedded(sub), c, uncorrelatable, total, out);
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        let at = format!("{path}.items");
+        let unc = match uncorrelatable {
+            Some(u) => Some(u),
+            None if str_of(schema, "x-kubernetes-list-type") != "map" => Some(path),
+            None => None,
+        };
+        node_rule_errors(
+            items,
+            &at,
+            embedded(items),
+            child_cardinality,
+            unc,
+            total,
+            out,
+        );
+    }
+    let rules = rules_of(schema);
+    if rules.is_empty() {
+        return;
+    }
+    let decl = cost::decl_of(schema, resource_root);
+    for (i, r) in rules.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         let rule = str_of(r, "rule");
         if rule.trim().is_empty() {
             out.push((format!("{at}.rule"), "Required value".into()));
             continue;
-        }
-        match compile_checked(rule) {
-            Err(e) => out.push((
-                format!("{at}.rule"),
-                format!(
-                    "Invalid value: {}: compilation failed: {e}",
-                    rule_go_string(r)
-                ),
-            )),
-            Ok(p) => {
-                if r.get("optionalOldSelf") == Some(&Value::Bool(true))
-                    && !p.references().has_variable("oldSelf")
-                {
-                    out.push((
-                        format!("{at}.optionalOldSelf"),
-                        "Invalid value: true: may not be set if rule does not use oldSelf".into(),
-                    ));
-                }
-            }
-        }
-        let me = str_of(r, "messageExpression");
-        if !me.is_empty()
-            && let Err(e) = compile_checked(me)
-        {
-            out.push((
-                format!("{at}.messageExpression"),
-                format!(
-                    "Invalid value: {}: messageExpression compilation failed: {e}",
-                    rule_go_string(r)
-                ),
-            ));
         }
         if let Some(reason) = r.get("reason").and_then(Value::as_str)
             && !matches!(
@@ -183,17 +278,90 @@ pub(crate) fn compile_errors(schema: &Value, path: &str, out: &mut Vec<(String, 
                 ),
             ));
         }
-    }
-    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-        for (k, sub) in props {
-            compile_errors(sub, &format!("{path}.properties[{k}]"), out);
+        let optional_old = r.get("optionalOldSelf") == Some(&Value::Bool(true));
+        let compiled = compile_checked(rule);
+        // The cost of the rule times the number of times it can run.
+        if let (Ok(p), Some(decl)) = (&compiled, &decl) {
+            let max_cost = cost::estimate(p.expression(), decl, optional_old);
+            let runs = cardinality.unwrap_or_else(|| decl.max_cardinality());
+            let rule_cost = cost::mul_guard(max_cost, runs);
+            if rule_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
+                out.push((
+                    format!("{at}.rule"),
+                    format!(
+                        "Forbidden: {}",
+                        cost::cost_error_message(
+                            "estimated rule cost",
+                            rule_cost,
+                            cost::STATIC_ESTIMATED_COST_LIMIT
+                        )
+                    ),
+                ));
+            }
+            total.observe(format!("{at}.rule"), rule_cost);
         }
-    }
-    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
-        compile_errors(items, &format!("{path}.items"), out);
-    }
-    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-        compile_errors(ap, &format!("{path}.additionalProperties"), out);
+        let Ok(p) = &compiled else {
+            if let Err(e) = &compiled {
+                out.push((
+                    format!("{at}.rule"),
+                    format!("Invalid value: {}: compilation failed: {e}", rule_json(r)),
+                ));
+            }
+            if let Some(b) = r.get("optionalOldSelf").and_then(Value::as_bool) {
+                out.push((
+                    format!("{at}.optionalOldSelf"),
+                    format!("Invalid value: {b}: may not be set if oldSelf is not used in rule"),
+                ));
+            }
+            continue;
+        };
+        let me = str_of(r, "messageExpression");
+        if !me.is_empty() {
+            match compile_checked(me) {
+                Err(e) => out.push((
+                    format!("{at}.messageExpression"),
+                    format!(
+                        "Invalid value: {}: messageExpression compilation failed: {e}",
+                        rule_json(r)
+                    ),
+                )),
+                // A message is built once per failure: its cost is not multiplied.
+                Ok(mp) => {
+                    if let Some(decl) = &decl {
+                        let me_cost = cost::estimate(mp.expression(), decl, optional_old);
+                        if me_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
+                            out.push((
+                                format!("{at}.messageExpression"),
+                                format!(
+                                    "Forbidden: {}",
+                                    cost::cost_error_message(
+                                        "estimated messageExpression cost",
+                                        me_cost,
+                                        cost::STATIC_ESTIMATED_COST_LIMIT
+                                    )
+                                ),
+                            ));
+                        }
+                        total.observe(format!("{at}.messageExpression"), me_cost);
+                    }
+                }
+            }
+        }
+        if p.references().has_variable("oldSelf") {
+            if let Some(u) = uncorrelatable {
+                out.push((
+                    format!("{at}.rule"),
+                    format!(
+                        "Invalid value: {rule:?}: oldSelf cannot be used on the uncorrelatable portion of the schema within {u}"
+                    ),
+                ));
+            }
+        } else if let Some(b) = r.get("optionalOldSelf").and_then(Value::as_bool) {
+            out.push((
+                format!("{at}.optionalOldSelf"),
+                format!("Invalid value: {b}: may not be set if oldSelf is not used in rule"),
+            ));
+        }
     }
 }
 
@@ -468,6 +636,8 @@ pub(crate) fn validate(
         _ => {}
     }
 }
+
+mod cost;
 
 #[cfg(test)]
 mod tests;

@@ -703,6 +703,8 @@ pub fn validate_crd(def: &ResourceDef, crd: &Value) -> Result<(), ApiError> {
                     "FieldValueRequired"
                 } else if msg.starts_with("Unsupported") {
                     "FieldValueNotSupported"
+                } else if msg.starts_with("Forbidden") {
+                    "FieldValueForbidden"
                 } else {
                     "FieldValueInvalid"
                 };

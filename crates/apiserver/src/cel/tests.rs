@@ -234,7 +234,7 @@ fn compile_errors_in_schemas() {
     assert!(
         out[0]
             .1
-            .starts_with("Invalid value: apiextensions.ValidationRule{Rule:\"self.a ==\"")
+            .starts_with("Invalid value: {\"Rule\":\"self.a ==\",\"Message\":\"\",")
     );
     assert!(
         out[0].1.contains("compilation failed: ERROR: <input>"),
