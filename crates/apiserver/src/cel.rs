@@ -469,14 +469,20 @@ fn rule_error_string(r: &Value) -> String {
     }
 }
 
-fn failure(reason: &str, field: String, ty: &str, detail: &str) -> StatusCause {
+/// A cause for a rule: `shown` is the bad value as kube-apiserver prints it (`"string"`, `5`),
+/// `None` where it leaves it out (objects and arrays).
+fn failure(reason: &str, field: String, shown: Option<&str>, detail: &str) -> StatusCause {
+    let value = |what: &str| match shown {
+        Some(v) => format!("{what}: {v}"),
+        None => what.to_string(),
+    };
     let (reason, message) = match reason {
         "FieldValueForbidden" => (reason, format!("Forbidden: {detail}")),
         "FieldValueRequired" => (reason, format!("Required value: {detail}")),
-        "FieldValueDuplicate" => (reason, format!("Duplicate value: {ty:?}")),
+        "FieldValueDuplicate" => (reason, value("Duplicate value")),
         _ => (
             "FieldValueInvalid",
-            format!("Invalid value: {ty:?}: {detail}"),
+            format!("{}: {detail}", value("Invalid value")),
         ),
     };
     StatusCause {
@@ -484,6 +490,52 @@ fn failure(reason: &str, field: String, ty: &str, detail: &str) -> StatusCause {
         message,
         field,
     }
+}
+
+/// A string as Go's `%q` prints it.
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{b}' => out.push_str("\\v"),
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A scalar value as kube-apiserver prints a rule's bad value (`%q` strings, `%v` numbers and
+/// booleans); `None` for objects and arrays, which it leaves out.
+fn shown_value(v: &Value, ty: &str) -> Option<String> {
+    if matches!(ty, "object" | "array") {
+        return None;
+    }
+    Some(match v {
+        Value::String(s) => go_quote(s),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string(),
+            (None, Some(u), _) => u.to_string(),
+            (None, None, Some(f)) if f.fract() == 0.0 && f.abs() < 1e21 => format!("{f:.0}"),
+            (None, None, Some(f)) => f.to_string(),
+            _ => n.to_string(),
+        },
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".into(),
+        Value::Array(_) | Value::Object(_) => return None,
+    })
 }
 
 /// Evaluates the rules declared at one node.
@@ -501,6 +553,9 @@ fn eval_node_rules(
     let this = to_cel(v, Some(schema));
     let old_cel = old.map(|o| to_cel(o, Some(schema)));
     let ty = node_type(v, schema);
+    // evaluation problems name the node's type, failed rules show its value
+    let ty_shown = go_quote(&ty);
+    let value_shown = shown_value(v, &ty);
     for r in rules {
         let rule = str_of(r, "rule");
         let p = match compile_checked(rule) {
@@ -509,7 +564,7 @@ fn eval_node_rules(
                 causes.push(failure(
                     "FieldValueInvalid",
                     path.to_string(),
-                    &ty,
+                    Some(&ty_shown),
                     &format!("compilation failed: {e}"),
                 ));
                 continue;
@@ -551,12 +606,12 @@ fn eval_node_rules(
                         m.to_string()
                     }
                 });
-                causes.push(failure(reason, field, &ty, &detail));
+                causes.push(failure(reason, field, value_shown.as_deref(), &detail));
             }
             Outcome::Value(other) => causes.push(failure(
                 "FieldValueInvalid",
                 path.to_string(),
-                &ty,
+                Some(&ty_shown),
                 &format!(
                     "rule did not evaluate to a bool: {other:?} evaluating rule: {}",
                     rule_error_string(r)
@@ -571,7 +626,12 @@ fn eval_node_rules(
                 } else {
                     format!("{e} evaluating rule: {}", rule_error_string(r))
                 };
-                causes.push(failure("FieldValueInvalid", path.to_string(), &ty, &detail));
+                causes.push(failure(
+                    "FieldValueInvalid",
+                    path.to_string(),
+                    Some(&ty_shown),
+                    &detail,
+                ));
             }
         }
     }

@@ -40,7 +40,7 @@ spec:
             - rule: "self.replicas <= self.maxReplicas"
               message: "replicas must not exceed maxReplicas"
             - rule: "self.ports.all(p, p.port > 1024)"
-              messageExpression: "'found ' + string(size(self.ports.filter(p, p.port <= 1024))) + ' ports at or below 1024'"
+              messageExpression: "self.ports.exists(p, p.port <= 80) ? 'a port is at or below 80' : 'a port is at or below 1024'"
             properties:
               id:
                 type: string
@@ -50,11 +50,17 @@ spec:
               maxReplicas: {{type: integer}}
               ports:
                 type: array
+                # bounds keep the rules within kube-apiserver's estimated cost budget
+                maxItems: 16
                 items:
                   type: object
+                  x-kubernetes-validations:
+                  - rule: "self.port > 1024"
+                    messageExpression: "'port ' + self.name + ' is at or below 1024'"
                   properties:
                     name:
                       type: string
+                      maxLength: 63
                       x-kubernetes-validations:
                       - rule: "self.matches('^[a-z]+$')"
                     port: {{type: integer}}
@@ -94,16 +100,20 @@ spec:
     assert!(!ok);
     assert!(err.contains("is invalid"), "{err}");
     assert!(
-        err.contains(r#"spec: Invalid value: "object": replicas must not exceed maxReplicas"#),
+        err.contains(r#"spec: Invalid value: replicas must not exceed maxReplicas"#),
         "{err}"
     );
     assert!(
-        err.contains(r#"spec: Invalid value: "object": found 1 ports at or below 1024"#),
+        err.contains(r#"spec: Invalid value: a port is at or below 80"#),
+        "{err}"
+    );
+    assert!(
+        err.contains(r#"spec.ports[0]: Invalid value: port http is at or below 1024"#),
         "{err}"
     );
     assert!(
         err.contains(
-            r#"spec.ports[1].name: Invalid value: "string": failed rule: self.matches('^[a-z]+$')"#
+            r#"spec.ports[1].name: Invalid value: "Bad": failed rule: self.matches('^[a-z]+$')"#
         ),
         "{err}"
     );
@@ -135,7 +145,7 @@ spec:
     );
     assert!(!ok);
     assert!(
-        err.contains(r#"spec.id: Invalid value: "string": id is immutable"#),
+        err.contains(r#"spec.id: Invalid value: "b1": id is immutable"#),
         "{err}"
     );
     let (ok, _, err) = env.run(&["replace", "-f", "-"], Some(&widget("b1", 1, "[]")));
@@ -184,4 +194,164 @@ spec:
 
     env.ok(&["delete", "widget", "w1"], None);
     env.ok(&["delete", "crd", &crd_name], None);
+}
+
+/// A CRD for `crd_rule_cost_budget`: `ports` and their names with or without bounds.
+fn ports_crd(crd_name: &str, group: &str, bounds: bool) -> String {
+    let (max_items, max_length) = if bounds {
+        (
+            "\n                maxItems: 64",
+            "\n                      maxLength: 63",
+        )
+    } else {
+        ("", "")
+    };
+    format!(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd_name}}}
+spec:
+  group: {group}
+  scope: Cluster
+  names: {{plural: ports, singular: port, kind: Port}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              ports:
+                type: array{max_items}
+                items:
+                  type: object
+                  properties:
+                    name:
+                      type: string{max_length}
+                      x-kubernetes-validations:
+                      - rule: "self.matches('^[a-z]+$')"
+"#
+    )
+}
+
+/// kube-apiserver estimates the worst-case cost of each rule from the schema's bounds (or the
+/// most a request can hold) and refuses CRDs over budget, per rule and for the whole schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_rule_cost_budget() {
+    if !have_kubectl() {
+        return;
+    }
+    let env = Kubectl::start().await;
+    let group = format!("b{:08x}.kubewright.test", rand_u64() as u32);
+    let crd_name = format!("ports.{group}");
+    const HINT: &str = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+
+    // A regex on a string of unbounded length, in a list of unbounded size: refused.
+    let (ok, _, err) = env.run(
+        &["create", "-f", "-"],
+        Some(&ports_crd(&crd_name, &group, false)),
+    );
+    if ok {
+        env.run(&["delete", "crd", &crd_name, "--ignore-not-found"], None);
+    }
+    assert!(!ok, "a CRD with a rule over the cost budget was accepted");
+    let rule_field = "spec.validation.openAPIV3Schema.properties[spec].properties[ports].items.properties[name].x-kubernetes-validations[0].rule";
+    assert!(
+        err.contains(&format!(
+            r#"The CustomResourceDefinition "{crd_name}" is invalid"#
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{rule_field}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x {HINT}"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{rule_field}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {HINT}"
+        )),
+        "{err}"
+    );
+
+    // With maxItems and maxLength, the same rule is accepted.
+    env.ok(
+        &["create", "-f", "-"],
+        Some(&ports_crd(&crd_name, &group, true)),
+    );
+    env.ok(&["delete", "crd", &crd_name], None);
+
+    // Rules within budget one by one, over it together: the total is refused, with the
+    // factor by which it exceeds the budget and the four most expensive rules. Each rule
+    // costs 1000 items x (contains on a string of up to 88000 bytes: 8800, plus 4), plus 3:
+    // 8,804,003, and 12 of them 105,648,036.
+    let total_name = format!("budgets.{group}");
+    let rules: String = (0..12)
+        .map(|_| "\n            - rule: \"self.l.all(x, x.contains('abc'))\"")
+        .collect();
+    let total = format!(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {total_name}}}
+spec:
+  group: {group}
+  scope: Cluster
+  names: {{plural: budgets, singular: budget, kind: Budget}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:{rules}
+            properties:
+              l:
+                type: array
+                maxItems: 1000
+                items: {{type: string, maxLength: 22000}}
+"#
+    );
+    let (ok, _, err) = env.run(&["create", "-f", "-"], Some(&total));
+    if ok {
+        env.run(&["delete", "crd", &total_name, "--ignore-not-found"], None);
+    }
+    assert!(!ok, "a CRD over the total cost budget was accepted");
+    assert!(!err.contains("estimated rule cost exceeds budget"), "{err}");
+    let base = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+    for i in 0..4 {
+        assert!(
+            err.contains(&format!(
+                "{base}[{i}].rule: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+            )),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        err.matches("contributed to estimated rule cost").count(),
+        4,
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of 1.056480x {HINT}"
+        )),
+        "{err}"
+    );
 }

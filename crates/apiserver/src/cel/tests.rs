@@ -59,10 +59,7 @@ fn object_rule_failure_has_message_and_path() {
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!(c[0].field, "spec");
     assert_eq!(c[0].reason, "FieldValueInvalid");
-    assert_eq!(
-        c[0].message,
-        "Invalid value: \"object\": min must not exceed max"
-    );
+    assert_eq!(c[0].message, "Invalid value: min must not exceed max");
 }
 
 #[test]
@@ -74,16 +71,13 @@ fn scalar_rules_default_message() {
     assert_eq!(c[0].field, "spec.name");
     assert_eq!(
         c[0].message,
-        "Invalid value: \"string\": failed rule: self.startsWith('a') && self.matches('^[a-z]+$')"
+        "Invalid value: \"Bad\": failed rule: self.startsWith('a') && self.matches('^[a-z]+$')"
     );
     // An integral JSON number in a `number` field is a double.
     let o = obj(json!({"min": 1, "max": 2, "ratio": 2, "items": []}));
     let c = check(&o, &schema(), None);
     assert_eq!(c[0].field, "spec.ratio");
-    assert_eq!(
-        c[0].message,
-        "Invalid value: \"number\": failed rule: self < 1.0"
-    );
+    assert_eq!(c[0].message, "Invalid value: 2: failed rule: self < 1.0");
 }
 
 #[test]
@@ -101,7 +95,7 @@ fn message_expression() {
     let o = obj(json!({"min": 0, "max": 1, "items": [{"n": 1}, {"n": 2}]}));
     let c = check(&o, &schema(), None);
     assert_eq!(c.len(), 1, "{c:?}");
-    assert_eq!(c[0].message, "Invalid value: \"object\": at most 1 items");
+    assert_eq!(c[0].message, "Invalid value: at most 1 items");
 }
 
 #[test]
@@ -116,8 +110,8 @@ fn nested_nodes_in_arrays() {
     assert_eq!(
         fields,
         vec![
-            ("spec.items", "Invalid value: \"array\": negative"),
-            ("spec.items[1]", "Invalid value: \"object\": seven"),
+            ("spec.items", "Invalid value: negative"),
+            ("spec.items[1]", "Invalid value: seven"),
         ]
     );
 }
@@ -132,7 +126,7 @@ fn transition_rules() {
     let changed = obj(json!({"min": 0, "max": 5, "name": "abd", "items": []}));
     let c = check(&changed, &schema(), Some(&old));
     assert_eq!(c.len(), 1, "{c:?}");
-    assert_eq!(c[0].message, "Invalid value: \"object\": name is immutable");
+    assert_eq!(c[0].message, "Invalid value: name is immutable");
 }
 
 #[test]
@@ -151,19 +145,16 @@ fn immutable_scalar_and_optional_old_self() {
     let big = obj(json!({"id": "x", "n": 500}));
     let c = check(&big, &s, None);
     assert_eq!(c.len(), 1, "{c:?}");
-    assert_eq!(c[0].message, "Invalid value: \"integer\": too big to start");
+    assert_eq!(c[0].message, "Invalid value: 500: too big to start");
     assert_eq!(check(&big, &s, Some(&a)), vec![]);
     let b = obj(json!({"id": "y", "n": 4}));
     let mut c = check(&b, &s, Some(&a));
     c.sort_by(|a, b| a.field.cmp(&b.field));
     assert_eq!(c.len(), 2, "{c:?}");
     assert_eq!(c[0].field, "spec.id");
-    assert_eq!(
-        c[0].message,
-        "Invalid value: \"string\": Value is immutable"
-    );
+    assert_eq!(c[0].message, "Invalid value: \"y\": Value is immutable");
     assert_eq!(c[1].field, "spec.n");
-    assert_eq!(c[1].message, "Invalid value: \"integer\": may only grow");
+    assert_eq!(c[1].message, "Invalid value: 4: may only grow");
 }
 
 #[test]
