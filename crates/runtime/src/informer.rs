@@ -738,7 +738,7 @@ mod tests {
         let lw = FakeLw::new();
         lw.list(Ok(list(vec![cm("a", "1"), cm("b", "1")], "2", None)));
         let events = live(&lw);
-        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default());
+        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default().paged_list());
         let (h1, mut rx1) = recorder();
         let reg1 = informer.add_handler(h1);
         assert!(!informer.has_synced());
@@ -815,7 +815,7 @@ mod tests {
         let lw = FakeLw::new();
         lw.list(Ok(list(vec![cm("a", "1")], "1", None)));
         let events = live(&lw);
-        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default());
+        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default().paged_list());
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let (seen_tx, mut slow_rx) = mpsc::unbounded_channel();
         let slow_reg = informer.add_handler(Blocked {
@@ -872,7 +872,9 @@ mod tests {
             .watch(FakeWatch::EventsThenPending(vec![]));
         let informer = Informer::new(
             Shared(lw.clone()),
-            ReflectorConfig::default().resync(Duration::from_secs(30)),
+            ReflectorConfig::default()
+                .paged_list()
+                .resync(Duration::from_secs(30)),
         );
         let (h, mut rx) = recorder();
         informer.add_handler(h);
@@ -902,7 +904,7 @@ mod tests {
             ))]))
             .list(Ok(list(vec![cm("a", "1")], "9", None)))
             .watch(FakeWatch::EventsThenPending(vec![]));
-        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default());
+        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default().paged_list());
         let (h, mut rx) = recorder();
         informer.add_handler(h);
         informer.start();
@@ -921,7 +923,7 @@ mod tests {
         let lw = FakeLw::new(); // the list never answers
         let informer = Arc::new(Informer::new(
             Shared(lw.clone()),
-            ReflectorConfig::default(),
+            ReflectorConfig::default().paged_list(),
         ));
         informer.start();
         let waiter = {

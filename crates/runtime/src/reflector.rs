@@ -3,13 +3,18 @@
 //!
 //! What it does, in order:
 //!
-//! 1. **List.** A paged list (`limit` = [`ReflectorConfig::page_size`], following
-//!    `continue` tokens; one unpaged list if a token expires), or a streaming list
-//!    (`sendInitialEvents=true`: the initial state arrives as ADDED events ended by a
-//!    bookmark annotated `k8s.io/initial-events-end`) with [`InitialList::Streaming`].
-//!    When the server rejects a streaming list (422 or 400, the WatchList feature being
-//!    off), the reflector falls back to paged lists for good. Either way the result
-//!    replaces the store's contents atomically ([`Store::replace`]).
+//! 1. **List.** By default a streaming list ([`InitialList::Streaming`],
+//!    `sendInitialEvents=true`: the initial state arrives as ADDED events ended by a
+//!    bookmark annotated `k8s.io/initial-events-end`, served from the watch cache in one
+//!    request, consistent with etcd), as client-go 1.36 does. When the server rejects it
+//!    (422 or 400, the WatchList feature being off), the reflector falls back for good
+//!    to client-go's list semantics: the first list asks for `resourceVersion=0` (served
+//!    from the watch cache in one response; the server ignores `limit` there), a relist
+//!    after 410 is a consistent paged list (`limit` = [`ReflectorConfig::page_size`],
+//!    following `continue` tokens; one unpaged list if a token expires). Either way the
+//!    result replaces the store's contents atomically ([`Store::replace`]). One request
+//!    per list in the common case, so the client's QPS limiter does not throttle a
+//!    large initial sync.
 //! 2. **Watch** from the list's resourceVersion, with bookmarks (on by default) and a
 //!    server-side timeout. Every event and bookmark moves the tracked resourceVersion, so
 //!    a watch that ends (cleanly, or because the connection broke) resumes from the last
@@ -169,11 +174,12 @@ pub fn strip_managed_fields<K: Resource>(mut obj: K) -> K {
 /// How the initial state (and the state after a 410) is fetched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InitialList {
-    /// A paged list, then a watch from the list's resourceVersion.
-    #[default]
+    /// A list (`resourceVersion=0` the first time, paged and consistent after a 410),
+    /// then a watch from the list's resourceVersion.
     Paged,
     /// A streaming list (`sendInitialEvents=true`), falling back to [`InitialList::Paged`]
-    /// when the server rejects it.
+    /// when the server rejects it. The default, as in client-go 1.36.
+    #[default]
     Streaming,
 }
 
@@ -275,7 +281,7 @@ pub struct ReflectorConfig {
     pub field_selector: Option<String>,
     /// Page size of paged lists (default 500; 0 = one unpaged list).
     pub page_size: u32,
-    /// Paged or streaming initial list (default paged).
+    /// Streaming (default) or paged initial list.
     pub initial_list: InitialList,
     /// Server-side watch timeout (`timeoutSeconds`, default 290 s); the watch is resumed
     /// from the last resourceVersion when it ends.
@@ -302,7 +308,7 @@ impl Default for ReflectorConfig {
             label_selector: None,
             field_selector: None,
             page_size: 500,
-            initial_list: InitialList::Paged,
+            initial_list: InitialList::Streaming,
             watch_timeout: Duration::from_secs(290),
             bookmarks: true,
             idle_timeout: Duration::from_secs(300),
@@ -331,10 +337,17 @@ impl ReflectorConfig {
         self.page_size = n;
         self
     }
-    /// Uses streaming lists (`sendInitialEvents`), falling back to paged lists.
+    /// Uses streaming lists (`sendInitialEvents`), falling back to paged lists (the
+    /// default).
     #[must_use]
     pub fn streaming_list(mut self) -> Self {
         self.initial_list = InitialList::Streaming;
+        self
+    }
+    /// Uses plain lists only, never a streaming list.
+    #[must_use]
+    pub fn paged_list(mut self) -> Self {
+        self.initial_list = InitialList::Paged;
         self
     }
     /// Sets the server-side watch timeout (rounded down to whole seconds, at least 1).
@@ -673,6 +686,7 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
             i
         });
         let mut expired_streak = 0u32;
+        let mut listed_once = false;
         loop {
             if self.cancel.is_cancelled() {
                 return;
@@ -681,10 +695,13 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
                 let listed = if streaming {
                     self.streaming_list(&mut sink).await
                 } else {
-                    self.paged_list(&mut sink).await
+                    // The first list may come from the watch cache (client-go's
+                    // `resourceVersion=0`); a relist after 410 must be consistent.
+                    self.paged_list(&mut sink, !listed_once).await
                 };
                 match listed {
                     Listed::Done(r, stream) => {
+                        listed_once = true;
                         rv = Some(r);
                         carried = stream;
                     }
@@ -785,12 +802,16 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
         }
     }
 
-    /// Lists every page, transforming and wrapping objects as they arrive.
-    async fn list_all(&self) -> Result<(Vec<Arc<K>>, String), ClientError> {
+    /// Lists every page, transforming and wrapping objects as they arrive. With
+    /// `from_cache`, asks for `resourceVersion=0` (any recent state, which kube-apiserver
+    /// serves from its watch cache in one response, ignoring `limit`); otherwise a
+    /// consistent list.
+    async fn list_all(&self, from_cache: bool) -> Result<(Vec<Arc<K>>, String), ClientError> {
         let mut lp = ListParams {
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
             limit: Some(self.config.page_size).filter(|n| *n > 0),
+            resource_version: from_cache.then(|| "0".to_string()),
             ..Default::default()
         };
         let mut out: Vec<Arc<K>> = Vec::new();
@@ -816,14 +837,19 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
             out.reserve(items.len() + remaining);
             out.extend(items.into_iter().map(|o| self.prepare(o)));
             match metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) if lp.limit.is_some() => lp.continue_token = Some(token),
+                Some(token) if lp.limit.is_some() => {
+                    // A server without a watch cache pages even at resourceVersion=0;
+                    // continue tokens carry their own version.
+                    lp.resource_version = None;
+                    lp.continue_token = Some(token);
+                }
                 _ => return Ok((out, metadata.resource_version.unwrap_or_default())),
             }
         }
     }
 
-    async fn paged_list<S: Sink<K>>(&self, sink: &mut S) -> Listed<K> {
-        match self.cancellable(self.list_all()).await {
+    async fn paged_list<S: Sink<K>>(&self, sink: &mut S, from_cache: bool) -> Listed<K> {
+        match self.cancellable(self.list_all(from_cache)).await {
             None => Listed::Stopped,
             Some(Err(e)) => Listed::Failed(Error::List(e)),
             Some(Ok((objects, rv))) => {
@@ -1212,7 +1238,7 @@ mod tests {
             .watch(FakeWatch::EventsThenPending(vec![Ok(
                 WatchEvent::Modified(cm("c", "10")),
             )]));
-        let r = reflector(&lw, ReflectorConfig::default().labels("app=x"));
+        let r = reflector(&lw, ReflectorConfig::default().paged_list().labels("app=x"));
         let store = r.store();
         let mut s = r.into_stream();
         assert_eq!(
@@ -1239,7 +1265,8 @@ mod tests {
         let lists = lw.list_calls();
         assert_eq!(lists.len(), 1);
         assert_eq!(lists[0].1.limit, Some(500));
-        assert_eq!(lists[0].1.resource_version, None);
+        // The first list may be served from the watch cache, as client-go asks for it.
+        assert_eq!(lists[0].1.resource_version.as_deref(), Some("0"));
         assert_eq!(store.len(), 2);
     }
 
@@ -1260,7 +1287,7 @@ mod tests {
         .watch(FakeWatch::Fail(api_error(410, "Gone")))
         .list(Ok(list(vec![cm("a", "4"), cm("d", "5")], "8", None)))
         .watch(FakeWatch::EventsThenPending(vec![bookmark("9", false)]));
-        let r = reflector(&lw, ReflectorConfig::default());
+        let r = reflector(&lw, ReflectorConfig::default().paged_list());
         let stats = r.stats();
         let mut s = r.into_stream();
         let got = take(&mut s, 10).await;
@@ -1303,7 +1330,7 @@ mod tests {
             lw.list(Err(api_error(500, "InternalError")));
         }
         lw.list(Ok(list(vec![cm("a", "1")], "2", None)));
-        let mut s = reflector(&lw, ReflectorConfig::default()).into_stream();
+        let mut s = reflector(&lw, ReflectorConfig::default().paged_list()).into_stream();
         let got = take(&mut s, 9).await;
         assert!(
             got[..7].iter().all(|g| g.starts_with("error: list failed")),
@@ -1331,7 +1358,7 @@ mod tests {
             .watch(FakeWatch::EventsThenPending(vec![Ok(
                 WatchEvent::Modified(cm("a", "7")),
             )]));
-        let r = reflector(&lw, ReflectorConfig::default());
+        let r = reflector(&lw, ReflectorConfig::default().paged_list());
         let stats = r.stats();
         let mut s = r.into_stream();
         let got = take(&mut s, 6).await;
@@ -1357,6 +1384,7 @@ mod tests {
                 WatchEvent::Modified(cm("a", "8")),
             )]));
         let config = ReflectorConfig::default()
+            .paged_list()
             .watch_timeout(Duration::from_secs(10))
             .idle_timeout(Duration::from_secs(60));
         assert_eq!(config.effective_idle_timeout(), Duration::from_secs(60));
@@ -1368,7 +1396,9 @@ mod tests {
         assert_eq!(w[1].2, "7");
         assert_eq!((w[1].0 - w[0].0).as_millis(), 60_800);
         // The idle timeout never undercuts the server-side timeout (plus a margin).
-        let c = ReflectorConfig::default().idle_timeout(Duration::from_secs(1));
+        let c = ReflectorConfig::default()
+            .paged_list()
+            .idle_timeout(Duration::from_secs(1));
         assert_eq!(c.effective_idle_timeout(), Duration::from_secs(320));
         let c = c.watch_timeout(Duration::from_secs(1));
         assert_eq!(c.effective_idle_timeout(), Duration::from_millis(2100));
@@ -1383,6 +1413,7 @@ mod tests {
         // it is made (one is added afterwards, for the restart).
         lw.list(Ok(list(vec![cm("a", "1")], "5", None)));
         let config = ReflectorConfig::default()
+            .paged_list()
             .watch_timeout(Duration::from_secs(10))
             .idle_timeout(Duration::from_secs(60));
         let mut s = reflector(&lw, config).into_stream();
@@ -1480,7 +1511,8 @@ mod tests {
             .list(Err(api_error(410, "Expired")))
             .list(Ok(list(vec![cm("a", "1"), cm("z", "11")], "13", None)))
             .watch(FakeWatch::EventsThenPending(vec![]));
-        let mut s = reflector(&lw, ReflectorConfig::default().page_size(2)).into_stream();
+        let mut s =
+            reflector(&lw, ReflectorConfig::default().paged_list().page_size(2)).into_stream();
         let got = take(&mut s, 6).await;
         assert_eq!(got[5], "Replaced(@9)");
         let mut relist = take(&mut s, 5).await;
@@ -1512,6 +1544,30 @@ mod tests {
                 (None, None),
             ]
         );
+        // client-go's list semantics: the first list may come from the watch cache
+        // (resourceVersion=0), continued pages carry no version, and the relist after a
+        // 410 is consistent (no version).
+        let versions: Vec<Option<String>> = lw
+            .list_calls()
+            .into_iter()
+            .map(|(_, lp)| lp.resource_version)
+            .collect();
+        assert_eq!(
+            versions,
+            vec![Some("0".into()), None, None, None, None, None]
+        );
+    }
+
+    #[test]
+    fn streaming_lists_are_the_default() {
+        assert_eq!(
+            ReflectorConfig::default().initial_list,
+            InitialList::Streaming
+        );
+        assert_eq!(
+            ReflectorConfig::default().paged_list().initial_list,
+            InitialList::Paged
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1525,7 +1581,8 @@ mod tests {
             .watch(FakeWatch::EventsThenPending(vec![Ok(WatchEvent::Added(
                 later,
             ))]));
-        let r = reflector(&lw, ReflectorConfig::default()).with_transform(strip_managed_fields);
+        let r = reflector(&lw, ReflectorConfig::default().paged_list())
+            .with_transform(strip_managed_fields);
         let store = r.store();
         let mut s = r.into_stream();
         take(&mut s, 3).await;

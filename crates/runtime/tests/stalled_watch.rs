@@ -135,7 +135,9 @@ async fn stalled_watch_restarts_from_the_last_resource_version() {
     config.proxy_env = kubewright_client::proxy::ProxyEnv::none();
     let api: Api<ConfigMap> = Api::namespaced(Client::new(config).unwrap(), "ns");
     // A 1 s server-side watch timeout makes the stall bound 2.1 s.
+    // The hand-rolled server answers plain lists and watches only (no streaming list).
     let reflector_config = ReflectorConfig::default()
+        .paged_list()
         .watch_timeout(Duration::from_secs(1))
         .idle_timeout(Duration::from_secs(1))
         .backoff(BackoffConfig {
