@@ -238,3 +238,73 @@ fn compile_errors_in_schemas() {
         out[1].1
     );
 }
+
+#[test]
+fn cost_errors_in_schemas() {
+    let rule = |r: &str| json!([{"rule": r}]);
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        // 100 x 100 names, each match costing 16: 160,000
+        "outer": {"type": "array", "maxItems": 100, "items": {"type": "object", "properties": {
+            "inner": {"type": "array", "maxItems": 100, "items": {"type": "object", "properties": {
+                "n": {"type": "string", "maxLength": 10, "x-kubernetes-validations": rule("self.matches('^a+b+c+d+$')")}
+            }}}
+        }}},
+        // the same under a list without maxItems: as many strings as fit in a request,
+        // 3 MiB / 3 (`"",`), x 16 = 16,777,216
+        "unbounded": {"type": "array", "items": {"type": "object", "properties": {
+            "n": {"type": "string", "maxLength": 10, "x-kubernetes-validations": rule("self.matches('^a+b+c+d+$')")}
+        }}},
+        // oldSelf where items cannot be matched with old ones
+        "atomic": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 3,
+            "x-kubernetes-validations": rule("self == oldSelf")}},
+        "keyed": {"type": "array", "maxItems": 2, "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["k"], "items": {"type": "object", "required": ["k"],
+            "properties": {"k": {"type": "string", "maxLength": 3}},
+            "x-kubernetes-validations": rule("self.k == oldSelf.k")}},
+        "msg": {"type": "integer", "x-kubernetes-validations": [
+            {"rule": "self > 0", "messageExpression": "'bad: ' + string(self)"},
+            {"rule": "self > 1", "optionalOldSelf": false}
+        ]}
+    }}}});
+    let mut out = Vec::new();
+    compile_errors(&s, "spec.validation.openAPIV3Schema", &mut out);
+    let base = "spec.validation.openAPIV3Schema.properties[spec].properties";
+    let got: Vec<(&str, &str)> = out
+        .iter()
+        .map(|(f, m)| (f.as_str(), m.split(" (try").next().unwrap_or(m)))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                format!("{base}[atomic].items.x-kubernetes-validations[0].rule").as_str(),
+                format!("Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within {base}[atomic]").as_str()
+            ),
+            (
+                format!("{base}[msg].x-kubernetes-validations[0].messageExpression").as_str(),
+                "Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x"
+            ),
+            (
+                format!("{base}[msg].x-kubernetes-validations[1].optionalOldSelf").as_str(),
+                "Invalid value: false: may not be set if oldSelf is not used in rule"
+            ),
+            (
+                format!("{base}[unbounded].items.properties[n].x-kubernetes-validations[0].rule").as_str(),
+                "Forbidden: estimated rule cost exceeds budget by factor of 1.7x"
+            ),
+            (
+                format!("{base}[msg].x-kubernetes-validations[0].messageExpression").as_str(),
+                "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+            ),
+            (
+                format!("{base}[unbounded].items.properties[n].x-kubernetes-validations[0].rule").as_str(),
+                "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+            ),
+            (
+                "spec.validation.openAPIV3Schema",
+                "Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x"
+            ),
+        ],
+        "{out:#?}"
+    );
+}
