@@ -496,6 +496,9 @@ impl FieldSelector {
     }
 }
 
+/// The byte offset of the first `pat` (ASCII) in `s` that no backslash escapes. Bytes are
+/// compared, not `str` slices: an offset inside a multi-byte character never matches, as
+/// no byte of one is ASCII.
 fn find_unescaped(s: &str, pat: &str) -> Option<usize> {
     let bytes = s.as_bytes();
     let mut i = 0;
@@ -504,7 +507,7 @@ fn find_unescaped(s: &str, pat: &str) -> Option<usize> {
             i += 2;
             continue;
         }
-        if s[i..].starts_with(pat) {
+        if bytes[i..].starts_with(pat.as_bytes()) {
             return Some(i);
         }
         i += 1;
@@ -678,5 +681,27 @@ mod tests {
         for bad in ["metadata.name", "=x", "a=b=c", "a=b\\"] {
             assert!(FieldSelector::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Found by the `field_selector` fuzz target: non-ASCII text before the operator
+    /// (and an escaped non-ASCII character) made the parser slice inside a character and
+    /// panic, in the API server's request handler too.
+    #[test]
+    fn field_selectors_with_non_ascii_text() {
+        let s = FieldSelector::parse("métadata.nom=café,spec.x!=é").unwrap();
+        assert_eq!(s.requirements[0].field, "métadata.nom");
+        assert_eq!(s.requirements[0].value, "café");
+        assert_eq!(s.requirements[1].field, "spec.x");
+        assert!(s.requirements[1].negated);
+        assert_eq!(s.requirements[1].value, "é");
+        assert_eq!(FieldSelector::parse(&s.to_string()).unwrap(), s);
+        let s = FieldSelector::parse("a\\é=b").unwrap();
+        assert_eq!(s.requirements[0].field, "a\\é");
+        assert_eq!(s.requirements[0].value, "b");
+        assert!(FieldSelector::parse("a\\é").is_err());
+        assert!(
+            FieldSelector::parse("odeNamname=web\x12metadatinvol\u{fffd}ePoa.nama.name=wnding")
+                .is_err()
+        );
     }
 }
