@@ -178,10 +178,19 @@ fn rule_json(r: &Value) -> String {
 /// Checks the rules of a structural schema compile and fit kube-apiserver's cost budget; `path`
 /// is the schema's field path (`spec.versions[0].schema.openAPIV3Schema`). Returns `(field,
 /// message)` pairs, the message starting with its reason (`Invalid value: ...`,
-/// `Forbidden: ...`).
+/// `Forbidden: ...`): the rules' schema errors first, then their CEL errors, then the
+/// schema's total cost, as kube-apiserver orders them.
 pub(crate) fn compile_errors(schema: &Value, path: &str, out: &mut Vec<(String, String)>) {
-    let mut total = cost::TotalCost::default();
-    node_rule_errors(schema, path, true, Some(1), None, &mut total, out);
+    let mut found = RuleErrors::default();
+    let root = NodeScope {
+        resource_root: true,
+        cardinality: Some(1),
+        uncorrelatable: None,
+    };
+    node_rule_errors(schema, path, &root, &mut found);
+    out.append(&mut found.schema);
+    out.append(&mut found.cel);
+    let total = found.total;
     if total.total > cost::STATIC_ESTIMATED_CRD_COST_LIMIT {
         for (field, _) in &total.most_expensive {
             out.push((
@@ -203,165 +212,254 @@ pub(crate) fn compile_errors(schema: &Value, path: &str, out: &mut Vec<(String, 
     }
 }
 
-/// The rule errors of a schema node and its children (children first, as kube-apiserver
-/// reports them). `resource_root` is set at the root and embedded resources; `cardinality` is
-/// how many times the node can occur in an object, `None` when an array or map above it is
-/// unbounded; `uncorrelatable` the path of the highest array above it whose items cannot be
-/// matched with their old values (not a `map` list), where rules may not use `oldSelf`.
-fn node_rule_errors(
-    schema: &Value,
-    path: &str,
+/// What `compile_errors` finds: errors in how rules are written, errors compiling them, and
+/// the running cost total.
+#[derive(Default)]
+struct RuleErrors {
+    schema: Vec<(String, String)>,
+    cel: Vec<(String, String)>,
+    total: cost::TotalCost,
+}
+
+/// Where a schema node sits: `resource_root` at the root and embedded resources;
+/// `cardinality` how many times the node can occur in an object, `None` when an array or map
+/// above it is unbounded; `uncorrelatable` the path of the highest array above it whose items
+/// cannot be matched with their old values (not a `map` list), where rules may not use
+/// `oldSelf`.
+struct NodeScope<'a> {
     resource_root: bool,
     cardinality: Option<u64>,
-    uncorrelatable: Option<&str>,
-    total: &mut cost::TotalCost,
-    out: &mut Vec<(String, String)>,
-) {
-    let child_cardinality = cardinality
+    uncorrelatable: Option<&'a str>,
+}
+
+fn has_line_breaks(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
+/// The rule errors of a schema node and its children (children first, as kube-apiserver
+/// reports them). Rules are not compiled where they, or rules below them, are written wrong.
+fn node_rule_errors(schema: &Value, path: &str, scope: &NodeScope<'_>, found: &mut RuleErrors) {
+    let schema_errors_before = found.schema.len();
+    let child_cardinality = scope
+        .cardinality
         .zip(cost::max_elements_factor(schema))
         .map(|(c, f)| cost::mul_guard(c, f));
-    let embedded = |s: &Value| s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+    let child = |s: &Value, uncorrelatable| NodeScope {
+        resource_root: s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)),
+        cardinality: child_cardinality,
+        uncorrelatable,
+    };
     if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
         let at = format!("{path}.additionalProperties");
-        let c = child_cardinality;
-        node_rule_errors(ap, &at, embedded(ap), c, uncorrelatable, total, out);
+        node_rule_errors(ap, &at, &child(ap, scope.uncorrelatable), found);
     }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, sub) in props {
             let at = format!("{path}.properties[{k}]");
-            let c = child_cardinality;
-            node_rule_errors(sub, &at, embedded(sub), c, uncorrelatable, total, out);
+            node_rule_errors(sub, &at, &child(sub, scope.uncorrelatable), found);
         }
     }
     if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
         let at = format!("{path}.items");
-        let unc = match uncorrelatable {
+        let unc = match scope.uncorrelatable {
             Some(u) => Some(u),
             None if str_of(schema, "x-kubernetes-list-type") != "map" => Some(path),
             None => None,
         };
-        node_rule_errors(
-            items,
-            &at,
-            embedded(items),
-            child_cardinality,
-            unc,
-            total,
-            out,
-        );
+        node_rule_errors(items, &at, &child(items, unc), found);
     }
     let rules = rules_of(schema);
     if rules.is_empty() {
         return;
     }
-    let decl = cost::decl_of(schema, resource_root);
+    for (i, r) in rules.iter().enumerate() {
+        rule_schema_errors(r, &format!("{path}.x-kubernetes-validations[{i}]"), found);
+    }
+    if found.schema.len() > schema_errors_before {
+        return;
+    }
+    let decl = cost::decl_of(schema, scope.resource_root);
     for (i, r) in rules.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        let rule = str_of(r, "rule");
-        if rule.trim().is_empty() {
-            out.push((format!("{at}.rule"), "Required value".into()));
-            continue;
-        }
-        if let Some(reason) = r.get("reason").and_then(Value::as_str)
-            && !matches!(
-                reason,
-                "FieldValueInvalid"
-                    | "FieldValueForbidden"
-                    | "FieldValueRequired"
-                    | "FieldValueDuplicate"
-            )
-        {
-            out.push((
-                format!("{at}.reason"),
+        rule_cel_errors(r, &at, decl.as_ref(), scope, found);
+    }
+}
+
+/// Errors in how a rule is written (kube-apiserver's schema errors).
+fn rule_schema_errors(r: &Value, at: &str, found: &mut RuleErrors) {
+    let rule = str_of(r, "rule").trim();
+    let raw_message = str_of(r, "message");
+    let message = raw_message.trim();
+    let mut push = |field: String, msg: String| found.schema.push((field, msg));
+    if rule.is_empty() {
+        push(
+            format!("{at}.rule"),
+            "Required value: rule is not specified".into(),
+        );
+    } else if !raw_message.is_empty() && message.is_empty() {
+        push(
+            format!("{at}.message"),
+            format!(
+                "Invalid value: {}: must be non-empty if specified",
+                go_quote(raw_message)
+            ),
+        );
+    } else if has_line_breaks(message) {
+        push(
+            format!("{at}.message"),
+            format!(
+                "Invalid value: {}: must not contain line breaks",
+                go_quote(raw_message)
+            ),
+        );
+    } else if has_line_breaks(rule) && message.is_empty() {
+        push(
+            format!("{at}.message"),
+            "Required value: message must be specified if rule contains line breaks".into(),
+        );
+    }
+    let me = str_of(r, "messageExpression");
+    if !me.is_empty() && me.trim().is_empty() {
+        push(
+            format!("{at}.messageExpression"),
+            "Required value: messageExpression must be non-empty if specified".into(),
+        );
+    }
+    if let Some(reason) = r.get("reason").and_then(Value::as_str)
+        && !matches!(
+            reason,
+            "FieldValueInvalid"
+                | "FieldValueForbidden"
+                | "FieldValueRequired"
+                | "FieldValueDuplicate"
+        )
+    {
+        push(
+            format!("{at}.reason"),
+            format!(
+                "Unsupported value: {}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"",
+                go_quote(reason)
+            ),
+        );
+    }
+    let field_path = str_of(r, "fieldPath");
+    if !field_path.is_empty() && field_path.trim().is_empty() {
+        push(
+            format!("{at}.fieldPath"),
+            format!(
+                "Invalid value: {}: must be non-empty if specified",
+                go_quote(field_path)
+            ),
+        );
+    }
+    if has_line_breaks(field_path) {
+        push(
+            format!("{at}.fieldPath"),
+            format!(
+                "Invalid value: {}: must not contain line breaks",
+                go_quote(field_path)
+            ),
+        );
+    }
+}
+
+/// A rule's compilation and cost errors (kube-apiserver's CEL errors).
+fn rule_cel_errors(
+    r: &Value,
+    at: &str,
+    decl: Option<&cost::Decl>,
+    scope: &NodeScope<'_>,
+    found: &mut RuleErrors,
+) {
+    let rule = str_of(r, "rule");
+    let optional_old = r.get("optionalOldSelf") == Some(&Value::Bool(true));
+    let compiled = compile_checked(rule);
+    // The cost of the rule times the number of times it can run: as often as the node occurs,
+    // or, below an unbounded array or map, as often as it fits in a request.
+    if let (Ok(p), Some(decl)) = (&compiled, decl) {
+        let max_cost = cost::estimate(p.expression(), decl, optional_old);
+        let runs = scope.cardinality.unwrap_or_else(|| decl.max_cardinality());
+        let rule_cost = cost::mul_guard(max_cost, runs);
+        if rule_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
+            found.cel.push((
+                format!("{at}.rule"),
                 format!(
-                    "Unsupported value: {reason:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+                    "Forbidden: {}",
+                    cost::cost_error_message(
+                        "estimated rule cost",
+                        rule_cost,
+                        cost::STATIC_ESTIMATED_COST_LIMIT
+                    )
                 ),
             ));
         }
-        let optional_old = r.get("optionalOldSelf") == Some(&Value::Bool(true));
-        let compiled = compile_checked(rule);
-        // The cost of the rule times the number of times it can run.
-        if let (Ok(p), Some(decl)) = (&compiled, &decl) {
-            let max_cost = cost::estimate(p.expression(), decl, optional_old);
-            let runs = cardinality.unwrap_or_else(|| decl.max_cardinality());
-            let rule_cost = cost::mul_guard(max_cost, runs);
-            if rule_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
-                out.push((
-                    format!("{at}.rule"),
-                    format!(
-                        "Forbidden: {}",
-                        cost::cost_error_message(
-                            "estimated rule cost",
-                            rule_cost,
-                            cost::STATIC_ESTIMATED_COST_LIMIT
-                        )
-                    ),
-                ));
-            }
-            total.observe(format!("{at}.rule"), rule_cost);
-        }
-        let Ok(p) = &compiled else {
-            if let Err(e) = &compiled {
-                out.push((
-                    format!("{at}.rule"),
-                    format!("Invalid value: {}: compilation failed: {e}", rule_json(r)),
-                ));
-            }
+        found.total.observe(format!("{at}.rule"), rule_cost);
+    }
+    let p = match &compiled {
+        Ok(p) => p,
+        Err(e) => {
+            found.cel.push((
+                format!("{at}.rule"),
+                format!("Invalid value: {}: compilation failed: {e}", rule_json(r)),
+            ));
             if let Some(b) = r.get("optionalOldSelf").and_then(Value::as_bool) {
-                out.push((
+                found.cel.push((
                     format!("{at}.optionalOldSelf"),
                     format!("Invalid value: {b}: may not be set if oldSelf is not used in rule"),
                 ));
             }
-            continue;
-        };
-        let me = str_of(r, "messageExpression");
-        if !me.is_empty() {
-            match compile_checked(me) {
-                Err(e) => out.push((
-                    format!("{at}.messageExpression"),
-                    format!(
-                        "Invalid value: {}: messageExpression compilation failed: {e}",
-                        rule_json(r)
-                    ),
-                )),
-                // A message is built once per failure: its cost is not multiplied.
-                Ok(mp) => {
-                    if let Some(decl) = &decl {
-                        let me_cost = cost::estimate(mp.expression(), decl, optional_old);
-                        if me_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
-                            out.push((
-                                format!("{at}.messageExpression"),
-                                format!(
-                                    "Forbidden: {}",
-                                    cost::cost_error_message(
-                                        "estimated messageExpression cost",
-                                        me_cost,
-                                        cost::STATIC_ESTIMATED_COST_LIMIT
-                                    )
-                                ),
-                            ));
-                        }
-                        total.observe(format!("{at}.messageExpression"), me_cost);
+            return;
+        }
+    };
+    let me = str_of(r, "messageExpression");
+    if !me.is_empty() {
+        match compile_checked(me) {
+            Err(e) => found.cel.push((
+                format!("{at}.messageExpression"),
+                format!(
+                    "Invalid value: {}: messageExpression compilation failed: {e}",
+                    rule_json(r)
+                ),
+            )),
+            // A message is built once per failure: its cost is not multiplied.
+            Ok(mp) => {
+                if let Some(decl) = decl {
+                    let me_cost = cost::estimate(mp.expression(), decl, optional_old);
+                    if me_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
+                        found.cel.push((
+                            format!("{at}.messageExpression"),
+                            format!(
+                                "Forbidden: {}",
+                                cost::cost_error_message(
+                                    "estimated messageExpression cost",
+                                    me_cost,
+                                    cost::STATIC_ESTIMATED_COST_LIMIT
+                                )
+                            ),
+                        ));
                     }
+                    found
+                        .total
+                        .observe(format!("{at}.messageExpression"), me_cost);
                 }
             }
         }
-        if p.references().has_variable("oldSelf") {
-            if let Some(u) = uncorrelatable {
-                out.push((
-                    format!("{at}.rule"),
-                    format!(
-                        "Invalid value: {rule:?}: oldSelf cannot be used on the uncorrelatable portion of the schema within {u}"
-                    ),
-                ));
-            }
-        } else if let Some(b) = r.get("optionalOldSelf").and_then(Value::as_bool) {
-            out.push((
-                format!("{at}.optionalOldSelf"),
-                format!("Invalid value: {b}: may not be set if oldSelf is not used in rule"),
+    }
+    if p.references().has_variable("oldSelf") {
+        if let Some(u) = scope.uncorrelatable {
+            found.cel.push((
+                format!("{at}.rule"),
+                format!(
+                    "Invalid value: {}: oldSelf cannot be used on the uncorrelatable portion of the schema within {u}",
+                    go_quote(rule)
+                ),
             ));
         }
+    } else if let Some(b) = r.get("optionalOldSelf").and_then(Value::as_bool) {
+        found.cel.push((
+            format!("{at}.optionalOldSelf"),
+            format!("Invalid value: {b}: may not be set if oldSelf is not used in rule"),
+        ));
     }
 }
 

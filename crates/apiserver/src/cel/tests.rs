@@ -203,9 +203,7 @@ fn compile_errors_in_schemas() {
         {"rule": "self.a =="},
         {"rule": "foo.bar == 1"},
         {"rule": "self.all(x, x == 1) && [1].exists_one(y, y == 1)"},
-        {"rule": "self.a == 1", "optionalOldSelf": true},
-        {"rule": "self.a == 1", "reason": "Nope"},
-        {"rule": ""}
+        {"rule": "self.a == 1", "optionalOldSelf": true}
     ]}}});
     let mut out = Vec::new();
     compile_errors(&s, "spec.versions[0].schema.openAPIV3Schema", &mut out);
@@ -217,8 +215,6 @@ fn compile_errors_in_schemas() {
             format!("{base}[0].rule"),
             format!("{base}[1].rule"),
             format!("{base}[3].optionalOldSelf"),
-            format!("{base}[4].reason"),
-            format!("{base}[5].rule"),
         ],
         "{out:#?}"
     );
@@ -237,6 +233,50 @@ fn compile_errors_in_schemas() {
         "{}",
         out[1].1
     );
+    assert_eq!(
+        out[2].1,
+        "Invalid value: true: may not be set if oldSelf is not used in rule"
+    );
+
+    // Rules written wrong are reported, and no rule of the node (or above it) is compiled.
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object",
+    "x-kubernetes-validations": [{"rule": "self.a =="}],
+    "properties": {"a": {"type": "integer", "x-kubernetes-validations": [
+        {"rule": "self ==", "reason": "Nope"},
+        {"rule": " "},
+        {"rule": "self > 0", "message": " "},
+        {"rule": "self >\n 0"},
+        {"rule": "self > 0", "messageExpression": " "}
+    ]}}}}});
+    let mut out = Vec::new();
+    compile_errors(&s, "spec.validation.openAPIV3Schema", &mut out);
+    let base =
+        "spec.validation.openAPIV3Schema.properties[spec].properties[a].x-kubernetes-validations";
+    let want = [
+        (
+            format!("{base}[0].reason"),
+            "Unsupported value: \"Nope\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"",
+        ),
+        (
+            format!("{base}[1].rule"),
+            "Required value: rule is not specified",
+        ),
+        (
+            format!("{base}[2].message"),
+            "Invalid value: \" \": must be non-empty if specified",
+        ),
+        (
+            format!("{base}[3].message"),
+            "Required value: message must be specified if rule contains line breaks",
+        ),
+        (
+            format!("{base}[4].messageExpression"),
+            "Required value: messageExpression must be non-empty if specified",
+        ),
+    ];
+    let got: Vec<(&str, &str)> = out.iter().map(|(f, m)| (f.as_str(), m.as_str())).collect();
+    let want: Vec<(&str, &str)> = want.iter().map(|(f, m)| (f.as_str(), *m)).collect();
+    assert_eq!(got, want);
 }
 
 #[test]
