@@ -278,10 +278,17 @@ fn node_rule_errors(schema: &Value, path: &str, scope: &NodeScope<'_>, found: &m
     if found.schema.len() > schema_errors_before {
         return;
     }
-    let decl = cost::decl_of(schema, scope.resource_root);
+    let Some(decl) = cost::decl_of(schema, scope.resource_root) else {
+        // a node without a type (and lists and maps of such) is invisible to CEL
+        found.cel.push((
+            format!("{path}.x-kubernetes-validations"),
+            "Internal error: internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations".into(),
+        ));
+        return;
+    };
     for (i, r) in rules.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        rule_cel_errors(r, &at, decl.as_ref(), scope, found);
+        rule_cel_errors(r, &at, &decl, scope, found);
     }
 }
 
@@ -367,7 +374,7 @@ fn rule_schema_errors(r: &Value, at: &str, found: &mut RuleErrors) {
 fn rule_cel_errors(
     r: &Value,
     at: &str,
-    decl: Option<&cost::Decl>,
+    decl: &cost::Decl,
     scope: &NodeScope<'_>,
     found: &mut RuleErrors,
 ) {
@@ -376,7 +383,7 @@ fn rule_cel_errors(
     let compiled = compile_checked(rule);
     // The cost of the rule times the number of times it can run: as often as the node occurs,
     // or, below an unbounded array or map, as often as it fits in a request.
-    if let (Ok(p), Some(decl)) = (&compiled, decl) {
+    if let Ok(p) = &compiled {
         let max_cost = cost::estimate(p.expression(), decl, optional_old);
         let runs = scope.cardinality.unwrap_or_else(|| decl.max_cardinality());
         let rule_cost = cost::mul_guard(max_cost, runs);
@@ -423,25 +430,23 @@ fn rule_cel_errors(
             )),
             // A message is built once per failure: its cost is not multiplied.
             Ok(mp) => {
-                if let Some(decl) = decl {
-                    let me_cost = cost::estimate(mp.expression(), decl, optional_old);
-                    if me_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
-                        found.cel.push((
-                            format!("{at}.messageExpression"),
-                            format!(
-                                "Forbidden: {}",
-                                cost::cost_error_message(
-                                    "estimated messageExpression cost",
-                                    me_cost,
-                                    cost::STATIC_ESTIMATED_COST_LIMIT
-                                )
-                            ),
-                        ));
-                    }
-                    found
-                        .total
-                        .observe(format!("{at}.messageExpression"), me_cost);
+                let me_cost = cost::estimate(mp.expression(), decl, optional_old);
+                if me_cost > cost::STATIC_ESTIMATED_COST_LIMIT {
+                    found.cel.push((
+                        format!("{at}.messageExpression"),
+                        format!(
+                            "Forbidden: {}",
+                            cost::cost_error_message(
+                                "estimated messageExpression cost",
+                                me_cost,
+                                cost::STATIC_ESTIMATED_COST_LIMIT
+                            )
+                        ),
+                    ));
                 }
+                found
+                    .total
+                    .observe(format!("{at}.messageExpression"), me_cost);
             }
         }
     }

@@ -705,6 +705,8 @@ pub fn validate_crd(def: &ResourceDef, crd: &Value) -> Result<(), ApiError> {
                     "FieldValueNotSupported"
                 } else if msg.starts_with("Forbidden") {
                     "FieldValueForbidden"
+                } else if msg.starts_with("Internal error") {
+                    "InternalError"
                 } else {
                     "FieldValueInvalid"
                 };

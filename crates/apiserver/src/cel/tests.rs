@@ -348,3 +348,19 @@ fn cost_errors_in_schemas() {
         "{out:#?}"
     );
 }
+
+#[test]
+fn rules_on_untyped_nodes() {
+    let s = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "a": {"x-kubernetes-preserve-unknown-fields": true, "x-kubernetes-validations": [{"rule": "self.x == 1"}]}
+    }}}});
+    let mut out = Vec::new();
+    compile_errors(&s, "spec.validation.openAPIV3Schema", &mut out);
+    assert_eq!(
+        out,
+        vec![(
+            "spec.validation.openAPIV3Schema.properties[spec].properties[a].x-kubernetes-validations".to_string(),
+            "Internal error: internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations".to_string()
+        )]
+    );
+}
