@@ -22,34 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the embedded Kubernetes API server and write a kubeconfig for it.
-    Serve {
-        /// Port to listen on (127.0.0.1).
-        #[arg(long, default_value_t = 6443)]
-        port: u16,
-        /// Where to write the kubeconfig (the CA goes next to it as ca.crt).
-        #[arg(long, default_value = "kubewright.kubeconfig")]
-        kubeconfig_out: PathBuf,
-        /// Serve plain HTTP instead of HTTPS.
-        #[arg(long)]
-        insecure: bool,
-        /// Require this bearer token (default: a random token written to the kubeconfig).
-        #[arg(long, env = "KW_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// Persist objects in this directory (created if missing; default: in memory
-        /// only). A write is acknowledged once it is on disk; a restart keeps every
-        /// acknowledged write and continues the resourceVersions.
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-        /// More users, in kube-apiserver's token file format: CSV records
-        /// `token,user,uid,"group1,group2"`. Their requests are authorized by RBAC; each
-        /// gets a context of its own (named after the user) in the kubeconfig.
-        #[arg(long)]
-        token_auth_file: Option<PathBuf>,
-        /// Accept client certificates signed by a CA of this PEM file (HTTPS only): the
-        /// subject CN is the user, each O a group, as in kube-apiserver.
-        #[arg(long)]
-        client_ca_file: Option<PathBuf>,
-    },
+    Serve(ServeOptions),
     /// Run an operator end to end on the embedded API server (or a real cluster) and
     /// check the result: CRD install, create, scale, update, a dropped watch, a leader
     /// handover and a delete.
@@ -101,42 +74,43 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Serve {
-            port,
-            kubeconfig_out,
-            insecure,
-            token,
-            data_dir,
-            token_auth_file,
-            client_ca_file,
-        } => {
-            let opts = ServeOptions {
-                port,
-                kubeconfig_out,
-                insecure,
-                token,
-                data_dir,
-                token_auth_file,
-                client_ca_file,
-            };
-            match serve(opts).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("kw serve: {e}");
-                    ExitCode::FAILURE
-                }
+        Command::Serve(opts) => match serve(opts).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kw serve: {e}");
+                ExitCode::FAILURE
             }
-        }
+        },
     }
 }
 
+#[derive(clap::Args)]
 struct ServeOptions {
+    /// Port to listen on (127.0.0.1).
+    #[arg(long, default_value_t = 6443)]
     port: u16,
+    /// Where to write the kubeconfig (the CA goes next to it as ca.crt).
+    #[arg(long, default_value = "kubewright.kubeconfig")]
     kubeconfig_out: PathBuf,
+    /// Serve plain HTTP instead of HTTPS.
+    #[arg(long)]
     insecure: bool,
+    /// Require this bearer token (default: a random token written to the kubeconfig).
+    #[arg(long, env = "KW_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Persist objects in this directory (created if missing; default: in memory
+    /// only). A write is acknowledged once it is on disk; a restart keeps every
+    /// acknowledged write and continues the resourceVersions.
+    #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// More users, in kube-apiserver's token file format: CSV records
+    /// `token,user,uid,"group1,group2"`. Their requests are authorized by RBAC; each
+    /// gets a context of its own (named after the user) in the kubeconfig.
+    #[arg(long)]
     token_auth_file: Option<PathBuf>,
+    /// Accept client certificates signed by a CA of this PEM file (HTTPS only): the
+    /// subject CN is the user, each O a group, as in kube-apiserver.
+    #[arg(long)]
     client_ca_file: Option<PathBuf>,
 }
 
