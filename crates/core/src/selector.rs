@@ -443,18 +443,13 @@ impl FieldSelector {
         }
         parts.push((start, cur));
         for (offset, part) in parts {
-            let (field, op_len, negated, op_at) = if let Some(i) = find_unescaped(&part, "!=") {
-                (&part[..i], 2, true, i)
-            } else if let Some(i) = find_unescaped(&part, "==") {
-                (&part[..i], 2, false, i)
-            } else if let Some(i) = find_unescaped(&part, "=") {
-                (&part[..i], 1, false, i)
-            } else {
+            let Some((op_at, op_len, negated)) = find_operator(&part) else {
                 return Err(err(
                     offset,
                     format!("{part:?} has no operator: expected =, == or !="),
                 ));
             };
+            let field = &part[..op_at];
             let field = field.trim();
             if field.is_empty() {
                 return Err(err(
@@ -496,21 +491,26 @@ impl FieldSelector {
     }
 }
 
-/// The byte offset of the first `pat` (ASCII) in `s` that no backslash escapes. Bytes are
-/// compared, not `str` slices: an offset inside a multi-byte character never matches, as
-/// no byte of one is ASCII.
-fn find_unescaped(s: &str, pat: &str) -> Option<usize> {
+/// The leftmost operator of a requirement that no backslash escapes: its byte offset,
+/// its length and whether it is `!=`. As in apimachinery's `splitTerm`, the first
+/// position where an operator starts wins (so a value can never hold an operator that the
+/// field would otherwise end at), `!=` and `==` before `=` there. Bytes are compared: an
+/// offset inside a multi-byte character never matches, as no byte of one is ASCII.
+fn find_operator(s: &str) -> Option<(usize, usize, bool)> {
     let bytes = s.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            i += 2;
-            continue;
+        let next_is_eq = bytes.get(i + 1) == Some(&b'=');
+        match bytes[i] {
+            b'\\' => {
+                i += 2;
+                continue;
+            }
+            b'!' if next_is_eq => return Some((i, 2, true)),
+            b'=' if next_is_eq => return Some((i, 2, false)),
+            b'=' => return Some((i, 1, false)),
+            _ => i += 1,
         }
-        if bytes[i..].starts_with(pat.as_bytes()) {
-            return Some(i);
-        }
-        i += 1;
     }
     None
 }
@@ -703,5 +703,31 @@ mod tests {
             FieldSelector::parse("odeNamname=web\x12metadatinvol\u{fffd}ePoa.nama.name=wnding")
                 .is_err()
         );
+    }
+
+    /// Found by the `field_selector` fuzz target: the operator was searched for `!=`
+    /// first, then `==`, then `=`, each over the whole requirement, so
+    /// `metadata.name=a\,b==c` parsed as the field `metadata.name=a\,b`, a selector that
+    /// printed as one that does not parse. The leftmost operator wins, as upstream.
+    #[test]
+    fn field_selector_operator_is_the_leftmost() {
+        for bad in [
+            "metadata.name=a\\,b==c\\\\d",
+            "a=b!=c",
+            "a=b==c",
+            "a==b=c",
+            "a!=b==c",
+        ] {
+            assert!(FieldSelector::parse(bad).is_err(), "{bad}");
+        }
+        let s = FieldSelector::parse("a!==b").unwrap_err();
+        assert!(s.message.contains("unescaped '='"), "{s}");
+        let s = FieldSelector::parse("x\\=y!=z,a==b\\=c").unwrap();
+        assert_eq!(s.requirements[0].field, "x\\=y");
+        assert!(s.requirements[0].negated);
+        assert_eq!(s.requirements[0].value, "z");
+        assert_eq!(s.requirements[1].field, "a");
+        assert_eq!(s.requirements[1].value, "b=c");
+        assert_eq!(FieldSelector::parse(&s.to_string()).unwrap(), s);
     }
 }
