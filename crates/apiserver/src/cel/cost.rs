@@ -788,19 +788,13 @@ impl<'d> Checker<'d> {
         if let (Some(v2), Some(t)) = (&c.iter_var2, second) {
             self.push(v2, t);
         }
-        let mut accu = init;
-        for _ in 0..2 {
-            self.push(&c.accu_var, accu.clone());
-            self.check(&c.loop_cond);
-            let step = self.check(&c.loop_step);
-            self.pop(&c.accu_var);
-            // An empty list or map literal accumulator takes its type from the step.
-            let refined = join(accu.clone(), step);
-            if refined == accu {
-                break;
-            }
-            accu = refined;
-        }
+        // One pass over the loop (a second one per nesting level would be exponential): an
+        // empty list or map literal accumulator takes its type from the step for the result.
+        self.push(&c.accu_var, init.clone());
+        self.check(&c.loop_cond);
+        let step = self.check(&c.loop_step);
+        self.pop(&c.accu_var);
+        let accu = join(init, step);
         self.pop(&c.iter_var);
         if let Some(v2) = &c.iter_var2 {
             self.pop(v2);
