@@ -19,6 +19,9 @@ mod error;
 mod extra;
 mod fields;
 mod filter;
+/// Entry points for the fuzz targets in `fuzz/`; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod impersonation;
 mod meta;

@@ -270,7 +270,7 @@ async fn accept_loop(
                             .peer_certificates()
                             .and_then(|chain| chain.first())
                             .and_then(|leaf| user_from_certificate(leaf));
-                        let svc = hyper::service::service_fn(move |req| {
+                        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                             handle(state.clone(), req, cert_user.clone())
                         });
                         let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
@@ -278,8 +278,9 @@ async fn accept_loop(
                     Err(e) => tracing::debug!("TLS handshake failed: {e}"),
                 },
                 None => {
-                    let svc =
-                        hyper::service::service_fn(move |req| handle(state.clone(), req, None));
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        handle(state.clone(), req, None)
+                    });
                     let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
                 }
             }
@@ -370,11 +371,17 @@ fn x509_subject(der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
     Some((cn, orgs))
 }
 
-async fn handle(
+/// Serves one request that a connection delivered (the fuzz targets call it through
+/// [`crate::fuzzing::handle`] with an in-memory body).
+pub(crate) async fn handle<B>(
     srv: Arc<ApiServer>,
-    req: Request<Incoming>,
+    req: Request<B>,
     cert_user: Option<crate::rbac::UserInfo>,
-) -> Result<Response<Body>, Infallible> {
+) -> Result<Response<Body>, Infallible>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let audit = req
         .headers()
         .get("audit-id")
@@ -444,11 +451,15 @@ async fn maybe_gzip(resp: Response<Body>) -> Response<Body> {
     }
 }
 
-async fn handle_inner(
+async fn handle_inner<B>(
     srv: &Arc<ApiServer>,
-    req: Request<Incoming>,
+    req: Request<B>,
     cert_user: Option<crate::rbac::UserInfo>,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Response<Body>, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (parts, body) = req.into_parts();
     // Authentication: health and version stay open, like kube-apiserver's defaults.
     let path = parts.uri.path().to_string();
@@ -545,7 +556,8 @@ fn parse_go_duration(s: &str) -> Option<Duration> {
         total += n * mult;
         rest = &rest[unit_len..];
     }
-    Some(Duration::from_secs_f64(total))
+    // Too large for a Duration (or not finite): invalid, as Go's overflow error.
+    Duration::try_from_secs_f64(total).ok()
 }
 
 /// A running server; stops when dropped.
@@ -687,6 +699,18 @@ mod tests {
         assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
         assert!(parse_go_duration("abc").is_none());
         assert!(parse_go_duration("5").is_none());
+    }
+
+    /// Found by the `request` fuzz target: `?timeout=99999999999999999999h` panicked
+    /// converting the seconds to a Duration.
+    #[test]
+    fn go_durations_too_large_are_invalid() {
+        assert!(parse_go_duration("99999999999999999999h").is_none());
+        assert!(parse_go_duration(&format!("{}s", "9".repeat(400))).is_none());
+        assert_eq!(
+            parse_go_duration("2562047h"),
+            Some(Duration::from_secs(2_562_047 * 3600))
+        );
     }
 
     #[test]

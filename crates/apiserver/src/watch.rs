@@ -336,7 +336,7 @@ async fn run(
         pending: Vec::new(),
         batching: false,
     };
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = deadline_after(timeout);
     let (mut rx, mut last_rv) = if initial {
         let (objs, rx, snap_rv) = srv
             .storage
@@ -448,5 +448,30 @@ async fn emit(srv: &ApiServer, spec: &WatchSpec, w: &mut Writer, ev: &Event) -> 
         }
         EventType::Deleted if before => w.send_event(srv, spec, "DELETED", ev).await,
         _ => true,
+    }
+}
+
+/// When a watch of `timeout` ends; a timeout past what an `Instant` can hold (say
+/// `timeoutSeconds=18446744073709551615`) never ends it, instead of overflowing.
+fn deadline_after(timeout: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `request` fuzz target: a watch with `timeoutSeconds=u64::MAX`
+    /// panicked in its task computing the deadline (the stream ended at once).
+    #[test]
+    fn huge_watch_timeouts_do_not_overflow() {
+        let now = tokio::time::Instant::now();
+        let far = deadline_after(Duration::from_secs(u64::MAX));
+        assert!(far > now + Duration::from_secs(50 * 365 * 86_400));
+        let soon = deadline_after(Duration::from_secs(5));
+        assert!(soon >= now + Duration::from_secs(5));
+        assert!(soon < now + Duration::from_secs(60));
     }
 }

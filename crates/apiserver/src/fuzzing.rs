@@ -1,0 +1,191 @@
+//! Entry points for the cargo-fuzz targets in `fuzz/` at the repository root.
+//!
+//! Not an API: hidden from the documentation and free to change with the targets. Each
+//! function is a thin wrapper over the code the server itself runs, so that a limit the
+//! server applies (body size, patch size, nesting depth) applies to the fuzzer's inputs too.
+
+use crate::api::ApiServer;
+use crate::http::Req;
+use crate::schema;
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Serves one request as the HTTP server does once a connection has delivered it:
+/// authentication, impersonation, the body size limit, the query checks, routing and the
+/// verb handlers. Returns the status, the headers and the body. A streamed body (a watch)
+/// is read while it has data ready, letting the tasks behind it run a few times; when it
+/// is still open after that it is dropped, closing the watch, and the body is `None`.
+pub async fn handle(
+    srv: &Arc<ApiServer>,
+    req: http::Request<Bytes>,
+) -> (http::response::Parts, Option<Bytes>) {
+    use futures::FutureExt as _;
+    let req = req.map(Full::new);
+    let resp = match crate::server::handle(srv.clone(), req, None).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
+    let (parts, mut body) = resp.into_parts();
+    let mut data = BytesMut::new();
+    for _ in 0..8 {
+        loop {
+            match body.frame().now_or_never() {
+                Some(Some(Ok(frame))) => {
+                    if let Ok(d) = frame.into_data() {
+                        data.extend_from_slice(&d);
+                    }
+                }
+                Some(Some(Err(_))) => return (parts, None),
+                Some(None) => return (parts, Some(data.freeze())),
+                None => break,
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    (parts, None)
+}
+
+/// One pass of the server's background controllers (CRD establishment, namespace
+/// lifecycle, garbage collection, ClusterRole aggregation), which a running server does
+/// after writes: it is what serves a new CRD's resources.
+pub fn reconcile(srv: &Arc<ApiServer>) {
+    crate::controllers::reconcile_all(srv);
+}
+
+/// Decodes a request body as create, update and delete do: Kubernetes protobuf, YAML or
+/// JSON by `content_type` (JSON when `None`).
+pub fn decode_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, String> {
+    let mut headers = http::HeaderMap::new();
+    if let Some(ct) = content_type {
+        let v = http::HeaderValue::from_str(ct).map_err(|e| e.to_string())?;
+        headers.insert(http::header::CONTENT_TYPE, v);
+    }
+    let req = Req {
+        method: http::Method::POST,
+        path: String::new(),
+        query: Default::default(),
+        query_all: Vec::new(),
+        headers,
+        body: Bytes::copy_from_slice(body),
+        user: crate::rbac::UserInfo::admin(),
+    };
+    crate::http::decode_body(&req).map_err(|e| e.0.message)
+}
+
+/// Decodes a Kubernetes protobuf body (`k8s\0` + `runtime.Unknown`) into JSON.
+pub fn protobuf_decode(body: &[u8]) -> Result<Value, String> {
+    crate::protobuf::decode(body)
+}
+
+/// Encodes an object with its `apiVersion` and `kind` as a Kubernetes protobuf body.
+pub fn protobuf_encode(obj: &Value) -> Result<Vec<u8>, String> {
+    crate::protobuf::encode(obj).map_err(|e| e.to_string())
+}
+
+/// Applies a strategic merge patch to `orig` with the list semantics of the built-in
+/// OpenAPI definition `definition` (e.g. `io.k8s.api.core.v1.Pod`; none when unknown).
+pub fn strategic_merge(orig: &mut Value, patch: &Value, definition: &str) -> Result<(), String> {
+    crate::patch::strategic_merge(orig, patch, schema::builtin_def(definition))
+}
+
+/// The managedFields `fieldsV1` trie of the fields set in `obj`, an object of the built-in
+/// definition `definition`, as server-side apply records it.
+pub fn fields_v1_of(obj: &Value, definition: &str) -> Value {
+    let ty = schema::builtin_def(definition);
+    crate::fields::to_fields_v1(&crate::fields::paths_of(obj, ty))
+}
+
+/// A `fieldsV1` trie decoded into field paths (as the server reads managedFields) and
+/// encoded again.
+pub fn fields_v1_reencode(fields_v1: &Value) -> Value {
+    crate::fields::to_fields_v1(&crate::fields::from_fields_v1(fields_v1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ServerOptions;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn handle_serves_like_the_http_server() {
+        let srv = ApiServer::new(ServerOptions::default());
+        let req = |method: &str, uri: &str, body: &str| {
+            http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("content-type", "application/json")
+                .body(Bytes::from(body.to_string()))
+                .unwrap()
+        };
+        let cm =
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"v"}}"#;
+        let (parts, body) = handle(
+            &srv,
+            req("POST", "/api/v1/namespaces/default/configmaps", cm),
+        )
+        .await;
+        assert_eq!(parts.status, 201);
+        let created: Value = serde_json::from_slice(&body.unwrap()).unwrap();
+        assert_eq!(created["data"], json!({"k": "v"}));
+        let (parts, body) = handle(
+            &srv,
+            req("GET", "/api/v1/namespaces/default/configmaps/c", ""),
+        )
+        .await;
+        assert_eq!(parts.status, 200);
+        assert_eq!(parts.headers["cache-control"], "no-cache, private");
+        assert!(body.is_some());
+        // An open watch has no complete body.
+        let (parts, body) = handle(
+            &srv,
+            req("GET", "/api/v1/namespaces/default/configmaps?watch=1", ""),
+        )
+        .await;
+        assert_eq!(parts.status, 200);
+        assert!(body.is_none());
+        // The server's body limit applies.
+        let big = "x".repeat(ServerOptions::default().max_body + 1);
+        let (parts, _) = handle(
+            &srv,
+            req("POST", "/api/v1/namespaces/default/configmaps", &big),
+        )
+        .await;
+        assert_eq!(parts.status, 413);
+    }
+
+    #[test]
+    fn decode_body_by_content_type() {
+        let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+        let v = decode_body(Some("application/yaml"), yaml.as_bytes()).unwrap();
+        assert_eq!(v["metadata"]["name"], "c");
+        let v = decode_body(None, br#"{"kind":"ConfigMap"}"#).unwrap();
+        assert_eq!(v["kind"], "ConfigMap");
+        let e = decode_body(Some("application/vnd.kubernetes.protobuf"), b"{}").unwrap_err();
+        assert!(e.contains("k8s"), "{e}");
+        assert!(decode_body(None, b"").is_err());
+    }
+
+    #[test]
+    fn fields_v1_helpers_round_trip() {
+        let pod = json!({"metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "web", "image": "x"}]}});
+        let f = fields_v1_of(&pod, "io.k8s.api.core.v1.Pod");
+        assert_eq!(
+            f,
+            json!({"f:metadata": {"f:labels": {"f:a": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}})
+        );
+        assert_eq!(fields_v1_reencode(&f), f);
+        let mut p = json!({"spec": {"containers": [{"name": "a"}]}});
+        strategic_merge(
+            &mut p,
+            &json!({"spec": {"containers": [{"name": "b"}]}}),
+            "io.k8s.api.core.v1.Pod",
+        )
+        .unwrap();
+        assert_eq!(p["spec"]["containers"].as_array().unwrap().len(), 2);
+    }
+}
