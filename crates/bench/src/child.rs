@@ -337,8 +337,8 @@ fn kubewright_client(args: &ChildArgs) -> Result<kubewright_client::Client, Benc
         .url
         .parse()
         .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?;
-    let mut config = kubewright_client::Config::new(uri);
-    config.qps = 0.0;
+    // Shipped defaults, client-go's 5 QPS / burst 10 included.
+    let config = kubewright_client::Config::new(uri);
     kubewright_client::Client::new(config)
         .map_err(|e| BenchError::Child(format!("kubewright client: {e}")))
 }

@@ -223,6 +223,9 @@ pub(crate) async fn apply_updates(
 pub(crate) struct Recording {
     /// List pages by the continue token that asks for them ("" for the first page).
     pub pages: HashMap<String, Bytes>,
+    /// The same state as one unpaged list: what kube-apiserver's watch cache answers to
+    /// `resourceVersion=0` (client-go's and kube-rs's first list), whatever the `limit`.
+    pub full_list: Bytes,
     /// The watch stream from the list's resourceVersion, as received (chunk boundaries
     /// included), cut right after the last update event.
     pub watch: Vec<Bytes>,
@@ -351,6 +354,19 @@ pub(crate) async fn record(
         return Err(BenchError::Setup(format!(
             "listed {} pods, expected {pods}",
             rec.objects
+        )));
+    }
+    // Nothing writes between the pages and this list: the same state in one response.
+    rec.full_list = http.get(&base).await?;
+    let head: PageHead = serde_json::from_slice(&rec.full_list)
+        .map_err(|e| BenchError::Setup(format!("full list: {e}")))?;
+    if head.items.len() != pods
+        || head.metadata.resource_version.as_deref() != Some(&resource_version)
+    {
+        return Err(BenchError::Setup(format!(
+            "the unpaged list ({} pods at {:?}) differs from the paged one ({pods} at {resource_version})",
+            head.items.len(),
+            head.metadata.resource_version
         )));
     }
     let mut stream = Box::pin(

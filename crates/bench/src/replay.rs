@@ -1,5 +1,8 @@
-//! A tiny HTTP server that replays a [`Recording`]: the list pages by continue token, and
-//! the recorded watch stream once the parent opens the gate (after the child has synced).
+//! A tiny HTTP server that replays a [`Recording`]: the list pages by continue token, the
+//! whole list in one response for `resourceVersion=0` (as kube-apiserver's watch cache
+//! answers it), and the recorded watch stream once the parent opens the gate (after the
+//! child has synced). Streaming lists (`sendInitialEvents`) are refused with 422, as by a
+//! server without the WatchList feature, so clients that try them fall back to lists.
 //! Every child gets the identical bytes in the identical chunks, so the comparison
 //! measures the clients' decoding and caching, not the API server.
 
@@ -116,14 +119,28 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
     }
     let mut watch_requested = false;
     let mut token = String::new();
+    let mut from_cache = false;
+    let mut initial_events = false;
     for (k, v) in form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
         match &*k {
             "watch" => watch_requested = v == "true" || v == "1",
             "continue" => token = v.into_owned(),
+            "resourceVersion" => from_cache = v == "0",
+            "sendInitialEvents" => initial_events = v == "true",
             _ => {}
         }
     }
+    if initial_events {
+        return status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        );
+    }
     if !watch_requested {
+        if from_cache && token.is_empty() {
+            return full(StatusCode::OK, state.recording.full_list.clone());
+        }
         return match state.recording.pages.get(&token) {
             Some(page) => full(StatusCode::OK, page.clone()),
             None => status(StatusCode::GONE, "Expired", "unknown continue token"),
