@@ -449,8 +449,7 @@ impl FieldSelector {
                     format!("{part:?} has no operator: expected =, == or !="),
                 ));
             };
-            let field = &part[..op_at];
-            let field = field.trim();
+            let field = trim_field(&part[..op_at]);
             if field.is_empty() {
                 return Err(err(
                     offset,
@@ -488,6 +487,21 @@ impl FieldSelector {
             .iter()
             .find(|r| r.field == field && !r.negated)
             .map(|r| r.value.as_str())
+    }
+}
+
+/// A field name without surrounding whitespace, except a last whitespace character that a
+/// backslash escapes (field names keep their escapes as written, so `a\ ` stays `a\ `
+/// and prints back as itself).
+fn trim_field(f: &str) -> &str {
+    let f = f.trim_start();
+    let t = f.trim_end();
+    let backslashes = t.bytes().rev().take_while(|&b| b == b'\\').count();
+    if backslashes % 2 == 1 {
+        let escaped = f[t.len()..].chars().next().map_or(0, char::len_utf8);
+        &f[..t.len() + escaped]
+    } else {
+        t
     }
 }
 
@@ -553,13 +567,13 @@ impl fmt::Display for FieldSelector {
             if i > 0 {
                 f.write_str(",")?;
             }
-            write!(
-                f,
-                "{}{}{}",
-                r.field,
-                if r.negated { "!=" } else { "=" },
-                escape(&r.value)
-            )?;
+            // A field ending in `!` keeps a space before `=`, which would else read `!=`.
+            let op = match (r.negated, r.field.ends_with('!')) {
+                (true, _) => "!=",
+                (false, true) => " =",
+                (false, false) => "=",
+            };
+            write!(f, "{}{op}{}", r.field, escape(&r.value))?;
         }
         Ok(())
     }
@@ -709,6 +723,36 @@ mod tests {
     /// first, then `==`, then `=`, each over the whole requirement, so
     /// `metadata.name=a\,b==c` parsed as the field `metadata.name=a\,b`, a selector that
     /// printed as one that does not parse. The leftmost operator wins, as upstream.
+    /// Found by the `field_selector` fuzz target: `@s\   =` trimmed its field to `@s\`,
+    /// which printed as `@s\=`, a selector without an operator.
+    #[test]
+    fn field_selector_fields_keep_escaped_whitespace() {
+        let s = FieldSelector::parse("@s\\   =").unwrap();
+        assert_eq!(s.requirements[0].field, "@s\\ ");
+        assert_eq!(s.requirements[0].value, "");
+        assert_eq!(s.to_string(), "@s\\ =");
+        assert_eq!(FieldSelector::parse(&s.to_string()).unwrap(), s);
+        let s = FieldSelector::parse(" a\\\\  =b").unwrap();
+        assert_eq!(s.requirements[0].field, "a\\\\");
+        assert_eq!(FieldSelector::parse(&s.to_string()).unwrap(), s);
+        let s = FieldSelector::parse("  metadata.name  ==  web ").unwrap();
+        assert_eq!(s.requirements[0].field, "metadata.name");
+        assert_eq!(s.requirements[0].value, "web");
+    }
+
+    /// Found by the `field_selector` fuzz target: the field `a!` with `=` printed as
+    /// `a!=`, the negation.
+    #[test]
+    fn field_selector_field_ending_in_bang_prints_apart() {
+        let s = FieldSelector::parse("a!  =b,c! !=d").unwrap();
+        assert_eq!(s.requirements[0].field, "a!");
+        assert!(!s.requirements[0].negated);
+        assert_eq!(s.requirements[1].field, "c!");
+        assert!(s.requirements[1].negated);
+        assert_eq!(s.to_string(), "a! =b,c!!=d");
+        assert_eq!(FieldSelector::parse(&s.to_string()).unwrap(), s);
+    }
+
     #[test]
     fn field_selector_operator_is_the_leftmost() {
         for bad in [
