@@ -31,6 +31,8 @@ pub struct ServerOptions {
     /// CA bundle (PEM) that TLS client certificates are verified against; a verified
     /// certificate authenticates its subject CN as the user and O as the groups.
     pub client_ca_pem: Option<String>,
+    /// Size, time and concurrency limits.
+    pub limits: crate::limits::Limits,
 }
 
 impl Default for ServerOptions {
@@ -44,6 +46,7 @@ impl Default for ServerOptions {
             data_dir: None,
             users: vec![],
             client_ca_pem: None,
+            limits: crate::limits::Limits::default(),
         }
     }
 }
@@ -72,6 +75,8 @@ pub struct ApiServer {
     /// ServiceAccount tokens issued through `serviceaccounts/token`.
     pub(crate) issued_tokens:
         std::sync::Mutex<std::collections::HashMap<String, crate::rbac::UserInfo>>,
+    /// Requests and watches in flight (`options.limits`).
+    pub(crate) inflight: crate::limits::Inflight,
 }
 
 /// Where a resource request points.
@@ -123,6 +128,7 @@ impl ApiServer {
             stats: Stats::default(),
             kick: tokio::sync::Notify::new(),
             issued_tokens: Default::default(),
+            inflight: Default::default(),
             watch_epoch: tokio::sync::watch::Sender::new(0),
         });
         if s.options.default_namespaces {
@@ -227,7 +233,7 @@ impl ApiServer {
     }
 
     fn authorize(&self, req: &Req, t: &Target) -> Result<(), ApiError> {
-        let watch = t.legacy_watch || req.q("watch").is_some_and(|w| w != "false" && w != "0");
+        let watch = t.legacy_watch || req.watch_param();
         let verb = match (&req.method, t.name.is_some()) {
             (&http::Method::GET | &http::Method::HEAD, true) if watch => "watch",
             (&http::Method::GET | &http::Method::HEAD, true) => "get",
@@ -267,7 +273,7 @@ impl ApiServer {
 
     /// Serves a resource request.
     pub(crate) async fn serve_resource(self: &Arc<Self>, req: Req, t: Target) -> Response<Body> {
-        let watch = req.q("watch").is_some_and(|w| w != "false" && w != "0") || t.legacy_watch;
+        let watch = req.watch_param() || t.legacy_watch;
         let format = h::negotiate(&req, t.name.is_none() || watch).unwrap_or(Format::Json);
         if let Err(e) = self.authorize(&req, &t) {
             return h::error_response_as(&e, &format);
@@ -280,12 +286,12 @@ impl ApiServer {
         }
         let result = match (&req.method, &t.name, &t.sub) {
             (&http::Method::GET, None, None)
-                if req.q("watch").is_some_and(|w| w != "false" && w != "0") || t.legacy_watch =>
+                if req.watch_param() || t.legacy_watch =>
             {
                 return crate::watch::serve_watch(self.clone(), req, t).await;
             }
             (&http::Method::GET, Some(_), None)
-                if t.legacy_watch || req.q("watch").is_some_and(|w| w != "false" && w != "0") =>
+                if t.legacy_watch || req.watch_param() =>
             {
                 return crate::watch::serve_watch(self.clone(), req, t).await;
             }
@@ -697,7 +703,7 @@ impl ApiServer {
             return crate::extra::review(self, req, t);
         }
         let mut wo = Self::write_options(req, false)?;
-        let body = h::decode_body(req)?;
+        let body = h::decode_body_as(req, Some(&t.def.kind))?;
         let mut obj = check_body(&t.def, body, t.namespace.as_deref(), None)?;
         obj = self.normalize(&t.def, obj, &mut wo)?;
         let ns = t.ns().to_string();
@@ -822,12 +828,14 @@ impl ApiServer {
                 ));
             }
             meta_mut(&mut obj).insert("name".into(), Value::String(name.clone()));
+            crate::limits::validate_sizes(def, &obj)?;
             if dry_run {
                 if let Some(existing) = self.storage.get(&def.storage_key(), ns, &name) {
                     return Err(exists_error(def, &name, &existing));
                 }
                 return Ok(obj);
             }
+            crate::limits::check_stored_size(def, &obj, &self.options.limits)?;
             let candidate = obj.clone();
             let res = self
                 .storage
@@ -868,7 +876,7 @@ impl ApiServer {
     ) -> Result<Response<Body>, ApiError> {
         self.check_sub(t, sub)?;
         let mut wo = Self::write_options(req, false)?;
-        let body = h::decode_body(req)?;
+        let body = h::decode_body_as(req, Some(&t.def.kind))?;
         if sub == Some("scale") {
             return crate::extra::update_scale(self, req, t, name, body, &wo);
         }
@@ -1001,6 +1009,7 @@ impl ApiServer {
                     );
                 }
             }
+            crate::limits::validate_sizes(def, &next)?;
             if meta::semantically_equal(cur, &next) {
                 result = Some((StatusCode::OK, (**cur).clone()));
                 return Ok(Mutation::Keep);
@@ -1017,6 +1026,7 @@ impl ApiServer {
                 result = Some((StatusCode::OK, next));
                 return Ok(Mutation::Delete);
             }
+            crate::limits::check_stored_size(def, &next, &self.options.limits)?;
             Ok(Mutation::Put(next))
         })?;
         match outcome {

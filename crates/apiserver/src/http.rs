@@ -38,6 +38,14 @@ impl Req {
     pub fn header(&self, k: &str) -> Option<&str> {
         self.headers.get(k).and_then(|v| v.to_str().ok())
     }
+    /// Whether the `watch` parameter asks for a watch, as kube-apiserver reads it: the
+    /// first value, anything but `0` or `false` (in any case), even empty.
+    pub fn watch_param(&self) -> bool {
+        self.query_all
+            .iter()
+            .find(|(k, _)| k == "watch")
+            .is_some_and(|(_, v)| !(v == "0" || v.eq_ignore_ascii_case("false")))
+    }
     /// The boolean value of a query parameter (`true`/`1`).
     pub fn q_bool(&self, k: &str) -> bool {
         matches!(self.q(k), Some("true" | "1"))
@@ -246,26 +254,122 @@ pub fn error_response_as(e: &ApiError, format: &Format) -> Response<Body> {
     resp
 }
 
-/// Plain text.
+/// Plain text (with `X-Content-Type-Options: nosniff`, as Go's handlers send it).
 pub fn text(code: StatusCode, s: impl Into<String>) -> Response<Body> {
-    response(code, "text/plain; charset=utf-8", Bytes::from(s.into()))
+    let mut resp = response(code, "text/plain; charset=utf-8", Bytes::from(s.into()));
+    resp.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
 }
 
 /// Decodes a request body as JSON or YAML by Content-Type.
 pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
+    decode_body_as(req, None)
+}
+
+/// The media types a request body may have.
+const BODY_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// The media type of a Content-Type value as Go's `mime.ParseMediaType` reads it
+/// (lowercased type/subtype, well-formed parameters), `None` when it does not parse.
+fn media_type(ct: &str) -> Option<String> {
+    fn token(s: &str) -> (&str, &str) {
+        let end = s
+            .find(|c: char| {
+                !c.is_ascii() || c <= ' ' || c == '\x7f' || "()<>@,;:\\\"/[]?=".contains(c)
+            })
+            .unwrap_or(s.len());
+        s.split_at(end)
+    }
+    let (ty, mut rest) = ct.split_once(';').map_or((ct, ""), |(t, r)| (t, r));
+    let ty = ty.trim().to_ascii_lowercase();
+    let (main, after) = token(&ty);
+    if main.is_empty() {
+        return None;
+    }
+    if let Some(sub) = after.strip_prefix('/') {
+        let (sub, after) = token(sub);
+        if sub.is_empty() || !after.is_empty() {
+            return None;
+        }
+    } else if !after.is_empty() {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return Some(ty);
+        }
+        let (key, after) = token(rest);
+        let value = after.trim_start().strip_prefix('=')?.trim_start();
+        let after = if let Some(quoted) = value.strip_prefix('"') {
+            let mut escaped = false;
+            let end = quoted
+                .char_indices()
+                .find_map(|(i, c)| match (escaped, c) {
+                    (true, _) => {
+                        escaped = false;
+                        None
+                    }
+                    (false, '\\') => {
+                        escaped = true;
+                        None
+                    }
+                    (false, '"') => Some(i),
+                    _ => None,
+                })?;
+            &quoted[end + 1..]
+        } else {
+            let (v, after) = token(value);
+            if v.is_empty() {
+                return None;
+            }
+            after
+        };
+        if key.is_empty() || !seen.insert(key.to_ascii_lowercase()) {
+            return None;
+        }
+        let after = after.trim_start();
+        match after.strip_prefix(';') {
+            Some(r) => rest = r,
+            None if after.is_empty() => return Some(ty),
+            None => return None,
+        }
+    }
+}
+
+/// Like [`decode_body`], for an object of `kind`: a body nested too deeply gets
+/// kube-apiserver's message, which names the kind.
+pub fn decode_body_as(req: &Req, kind: Option<&str>) -> Result<Value, ApiError> {
+    // Like kube-apiserver: an absent or empty Content-Type is JSON; one that does not
+    // parse or names another type is refused before the body is looked at.
+    let ct = req.header("content-type").unwrap_or("").trim();
+    let essence = if ct.is_empty() {
+        "application/json".to_string()
+    } else {
+        media_type(ct)
+            .filter(|m| BODY_MEDIA_TYPES.split(", ").any(|t| t == m))
+            .ok_or_else(|| {
+                ApiError::unsupported_media_type(format!(
+                    "the body of the request was in an unknown format - accepted media types include: {BODY_MEDIA_TYPES}"
+                ))
+            })?
+    };
     if req.body.is_empty() {
         return Err(ApiError::bad_request("the request body is empty"));
     }
-    let ct = req.header("content-type").unwrap_or("application/json");
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    if essence == "application/json"
+        && crate::limits::json_too_deep(&req.body, crate::limits::MAX_JSON_DEPTH)
+    {
+        return Err(crate::limits::too_deep(kind.unwrap_or("Object"), &req.body));
+    }
     let v: Value = if essence == "application/vnd.kubernetes.protobuf" {
         crate::protobuf::decode(&req.body).map_err(ApiError::bad_request)?
-    } else if essence.contains("yaml") {
+    } else if essence == "application/yaml" {
         let text = std::str::from_utf8(&req.body).map_err(|e| {
             ApiError::bad_request(format!("the request body is not valid UTF-8: {e}"))
         })?;
@@ -279,4 +383,38 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
         })?
     };
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::media_type;
+
+    #[test]
+    fn media_types_parse_as_go_parses_them() {
+        let ok = |ct: &str| media_type(ct);
+        assert_eq!(ok("Application/JSON").as_deref(), Some("application/json"));
+        assert_eq!(
+            ok("application/json; charset=utf-8").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(ok("application/json;").as_deref(), Some("application/json"));
+        assert_eq!(
+            ok(r#"application/json; a="x;\"y"; b=z"#).as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(ok("application").as_deref(), Some("application"));
+        for bad in [
+            "",
+            ";;;",
+            "application/json;;",
+            "application/",
+            "application/json x",
+            "application/json; a",
+            "application/json; a=",
+            "application/json; a=1; A=2",
+            r#"application/json; a="unterminated"#,
+        ] {
+            assert_eq!(media_type(bad), None, "{bad}");
+        }
+    }
 }

@@ -24,6 +24,7 @@ mod filter;
 pub mod fuzzing;
 mod http;
 mod impersonation;
+mod limits;
 mod meta;
 mod openapi;
 mod patch;
@@ -37,5 +38,6 @@ mod table;
 mod watch;
 
 pub use api::{ApiServer, ServerOptions};
+pub use limits::Limits;
 pub use rbac::UserInfo;
 pub use server::{ServeError, ServerBuilder, TestServer, TlsMaterial};

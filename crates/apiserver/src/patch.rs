@@ -88,8 +88,14 @@ pub fn patch(
         Kind::Json => {
             let p: json_patch::Patch = serde_json::from_str(patch_text)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if p.0.len() > 10_000 {
-                return Err(ApiError::too_large(10_000));
+            if p.0.len() > crate::limits::MAX_JSON_PATCH_OPERATIONS {
+                let mut e = ApiError::too_large(0);
+                e.0.message = format!(
+                    "Request entity too large: The allowed maximum operations in a JSON patch is {}, got {}",
+                    crate::limits::MAX_JSON_PATCH_OPERATIONS,
+                    p.0.len()
+                );
+                return Err(e);
             }
             // Like kube-apiserver's JSON patch library: `test` of a missing path against
             // `null` passes.
@@ -103,13 +109,7 @@ pub fn patch(
                     })
                     .collect(),
             );
-            json_patch::patch(&mut doc, &p).map_err(|_| {
-                let mut e = ApiError::invalid_msg(
-                    "the server rejected our request due to an error in our request",
-                );
-                e.0.details = Some(Default::default());
-                e
-            })?;
+            crate::limits::apply_json_patch(&mut doc, &p.0)?;
         }
         Kind::Merge => {
             let p: Value = serde_json::from_str(patch_text)

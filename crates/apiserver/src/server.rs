@@ -188,6 +188,13 @@ impl ServerBuilder {
         self.options.bookmark_interval = d;
         self
     }
+    /// Size, time and concurrency limits (default: kube-apiserver's, see
+    /// [`crate::Limits`]).
+    #[must_use]
+    pub fn limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.options.limits = limits;
+        self
+    }
     /// Events kept for watch resumption (default 100,000).
     #[must_use]
     pub fn history(mut self, events: usize) -> Self {
@@ -259,34 +266,104 @@ async fn accept_loop(
         let state = state.clone();
         let acceptor = acceptor.clone();
         conns.spawn(async move {
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let limits = &state.options.limits;
             match acceptor {
-                Some(acc) => match acc.accept(stream).await {
-                    Ok(tls) => {
-                        // Verified by the handshake (when a client CA is configured).
-                        let cert_user = tls
-                            .get_ref()
-                            .1
-                            .peer_certificates()
-                            .and_then(|chain| chain.first())
-                            .and_then(|leaf| user_from_certificate(leaf));
-                        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                            handle(state.clone(), req, cert_user.clone())
-                        });
-                        let _ = builder.serve_connection(TokioIo::new(tls), svc).await;
+                // Like Go's http.Server, the handshake gets the header read timeout.
+                Some(acc) => {
+                    match tokio::time::timeout(limits.header_read_timeout, acc.accept(stream)).await
+                    {
+                        Ok(Ok(tls)) => {
+                            // Verified by the handshake (when a client CA is configured).
+                            let cert_user = tls
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|chain| chain.first())
+                                .and_then(|leaf| user_from_certificate(leaf));
+                            serve_connection(state, tls, cert_user).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
-                    Err(e) => tracing::debug!("TLS handshake failed: {e}"),
-                },
-                None => {
-                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        handle(state.clone(), req, None)
-                    });
-                    let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
                 }
+                None => serve_connection(state, stream, None).await,
             }
         });
     }
     conns.abort_all();
+}
+
+/// Serves HTTP/1.1 or HTTP/2 on one connection, within the limits of
+/// [`crate::limits::Limits`]: header size and count, header read timeout (HTTP/1, which
+/// also closes idle keep-alive connections), HTTP/2 settings as kube-apiserver announces
+/// them, and the idle timeout (no request in flight: closed, or GOAWAY on HTTP/2).
+async fn serve_connection<I>(state: Arc<ApiServer>, io: I, cert_user: Option<crate::rbac::UserInfo>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use hyper_util::rt::TokioTimer;
+    let limits = state.options.limits.clone();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        // Bounds what hyper buffers (a read may overshoot it by up to as much again);
+        // the exact limit is checked once the headers are parsed.
+        .max_buf_size((limits.max_header_bytes + 4096).max(8192 + 4096 * 100))
+        .max_headers(limits.max_headers.max(1));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.http2_max_concurrent_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes + 320).unwrap_or(u32::MAX))
+        .max_frame_size(256 * 1024)
+        .initial_stream_window_size(256 * 1024);
+    let activity = crate::limits::Activity::new();
+    let busy = activity.clone();
+    // Go: MaxHeaderBytes plus 4 KiB of slack.
+    let max_head = limits.max_header_bytes + 4096;
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let mark = busy.busy();
+        // Go's HTTP/1 server refuses these before any handler runs. (hyper's buffer
+        // bound is not exact: headers are measured once parsed.)
+        let h1 = req.version() <= http::Version::HTTP_11;
+        let refusal = if h1 && crate::limits::head_bytes(&req) > max_head {
+            Some((
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "431 Request Header Fields Too Large",
+            ))
+        } else if req.version() == http::Version::HTTP_11
+            && !req.headers().contains_key(http::header::HOST)
+        {
+            Some((
+                StatusCode::BAD_REQUEST,
+                "400 Bad Request: missing required Host header",
+            ))
+        } else {
+            None
+        };
+        let resp = handle(state.clone(), req, cert_user.clone());
+        async move {
+            if let Some((code, text)) = refusal {
+                let mut r = h::text(code, text);
+                r.headers_mut()
+                    .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+                return Ok(r);
+            }
+            resp.await.map(|r| crate::limits::hold(r, mark))
+        }
+    });
+    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = activity.idle(limits.header_read_timeout, limits.idle_timeout) => {}
+    }
+    // Idle: HTTP/1 closes at once, HTTP/2 sends GOAWAY and closes when the client has no
+    // more streams; a client that keeps one open anyway loses the connection later.
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(limits.idle_timeout, conn).await;
 }
 
 /// The user of a verified client certificate, like kube-apiserver's x509 authenticator:
@@ -394,10 +471,18 @@ where
         .get("accept-encoding")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    let extra_space = crate::limits::parse_bearer(
+        req.headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    ) == crate::limits::Bearer::ExtraSpace;
     let mut resp = match handle_inner(&srv, req, cert_user).await {
         Ok(r) => r,
         Err(e) => h::error_response(&e),
     };
+    if extra_space {
+        crate::api::add_warnings(&mut resp, &[crate::limits::EXTRA_SPACE_WARNING.to_string()]);
+    }
     if let Ok(v) = HeaderValue::from_str(&audit) {
         resp.headers_mut().insert("audit-id", v);
     }
@@ -468,12 +553,16 @@ where
         "/healthz" | "/livez" | "/readyz" | "/version"
     ) || path.starts_with("/livez/")
         || path.starts_with("/readyz/");
-    let bearer = parts
-        .headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    // As kube-apiserver's bearer token authenticator parses the header.
+    let bearer = match crate::limits::parse_bearer(
+        parts
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    ) {
+        crate::limits::Bearer::Token(t) => Some(t),
+        _ => None,
+    };
     // Like kube-apiserver's union authenticator: a client certificate comes first.
     let user = match cert_user.or_else(|| srv.authenticate(bearer)) {
         Some(u) => u,
@@ -484,8 +573,46 @@ where
     };
     let user =
         crate::impersonation::impersonate(srv, user, &parts.method, &parts.uri, &parts.headers)?;
+    // Like kube-apiserver's max-in-flight filter, after impersonation and before the
+    // body is read.
+    let limits = &srv.options.limits;
+    let class = crate::limits::classify(&parts.method, &path, parts.uri.query());
+    let exempt = class != crate::limits::Class::Watch
+        && (crate::limits::is_probe(&path)
+            || user.is_master() && crate::limits::authenticates(&srv.options));
+    let seat = match exempt {
+        true => None,
+        false => match srv.inflight.try_acquire(limits, class, &user.name) {
+            Some(seat) => Some(seat),
+            None => return Ok(crate::limits::too_many_requests()),
+        },
+    };
+    let resp = serve_request(srv, parts, body, user, path).await?;
+    // A watch keeps its seat while it streams.
+    Ok(match (class, seat) {
+        (crate::limits::Class::Watch, Some(seat)) => crate::limits::hold(resp, seat),
+        _ => resp,
+    })
+}
+
+/// Reads the body (within the size limit and the request timeout) and serves the request.
+async fn serve_request<B>(
+    srv: &Arc<ApiServer>,
+    parts: http::request::Parts,
+    body: B,
+    user: crate::rbac::UserInfo,
+    path: String,
+) -> Result<Response<Body>, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let limit = srv.options.max_body;
-    let body = match Limited::new(body, limit).collect().await {
+    let read = Limited::new(body, limit).collect();
+    let Ok(read) = tokio::time::timeout(srv.options.limits.request_timeout, read).await else {
+        return Ok(crate::limits::request_timeout());
+    };
+    let body = match read {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
