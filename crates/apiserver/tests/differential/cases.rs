@@ -1,0 +1,934 @@
+//! The differential cases: requests whose answers must match kube-apiserver's.
+//!
+//! Every scenario runs in a fresh namespace (`{ns}`). Cluster-scoped objects carry `{ns}`
+//! in their names so that runs never collide; they are deleted by the scenario's last
+//! steps. Differences that are known and accepted are listed with `.ignore(path, why)`.
+
+use super::harness::{Auth, Scenario, delete, get, patch, post, put};
+use serde_json::{Value, json};
+
+const MERGE: &str = "application/merge-patch+json";
+const JSON_PATCH: &str = "application/json-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Groups served by kube-apiserver itself (custom resource groups of other tests and
+/// runs are dropped from discovery before comparing).
+fn builtin_group(name: &str) -> bool {
+    name.is_empty()
+        || name.ends_with(".k8s.io")
+        || matches!(name, "apps" | "batch" | "autoscaling" | "policy")
+}
+
+fn only_builtin_groups(body: &mut Value) {
+    if let Some(groups) = body.get_mut("groups").and_then(Value::as_array_mut) {
+        groups.retain(|g| builtin_group(g["name"].as_str().unwrap_or("")));
+    }
+    if let Some(items) = body.get_mut("items").and_then(Value::as_array_mut) {
+        items.retain(|g| builtin_group(g["metadata"]["name"].as_str().unwrap_or("")));
+    }
+}
+
+const DRA: &str =
+    "the embedded server does not serve dynamic resource allocation (resource.k8s.io)";
+const HPA_V1: &str = "the embedded server serves HorizontalPodAutoscalers as autoscaling/v2 only";
+const VAC: &str = "the embedded server does not serve VolumeAttributesClasses";
+const MAP: &str = "the embedded server does not serve MutatingAdmissionPolicies";
+const CSR_APPROVAL: &str =
+    "the embedded server has no certificatesigningrequests/approval subresource";
+const PROXY_SUBS: &str = "the embedded server runs no pods: no log/exec/attach/portforward/proxy/resize/ephemeralcontainers subresources";
+
+/// `/version`, for the admin and without credentials.
+pub fn version() -> Scenario {
+    Scenario {
+        name: "version",
+        steps: vec![
+            get("admin", "/version")
+                .ignore("body.gitVersion", "build information differs by nature")
+                .ignore("body.gitCommit", "build information differs by nature")
+                .ignore("body.buildDate", "build information differs by nature")
+                .ignore("body.goVersion", "build information differs by nature")
+                .ignore("body.compiler", "build information differs by nature")
+                .ignore("body.platform", "build information differs by nature")
+                .ignore(
+                    "body.minor",
+                    "the embedded server reports its own Kubernetes version",
+                )
+                .ignore(
+                    "body.emulationMinor",
+                    "the embedded server reports its own Kubernetes version",
+                )
+                .ignore(
+                    "body.minCompatibilityMinor",
+                    "the embedded server reports its own Kubernetes version",
+                ),
+            get("anonymous", "/version")
+                .by(Auth::Anonymous)
+                .ignore("body.gitVersion", "build information differs by nature")
+                .ignore("body.gitCommit", "build information differs by nature")
+                .ignore("body.buildDate", "build information differs by nature")
+                .ignore("body.goVersion", "build information differs by nature")
+                .ignore("body.compiler", "build information differs by nature")
+                .ignore("body.platform", "build information differs by nature")
+                .ignore(
+                    "body.minor",
+                    "the embedded server reports its own Kubernetes version",
+                )
+                .ignore(
+                    "body.emulationMinor",
+                    "the embedded server reports its own Kubernetes version",
+                )
+                .ignore(
+                    "body.minCompatibilityMinor",
+                    "the embedded server reports its own Kubernetes version",
+                ),
+        ],
+    }
+}
+
+/// Legacy discovery of the core group and the group list.
+pub fn discovery() -> Scenario {
+    Scenario {
+        name: "discovery",
+        steps: vec![
+            get("api", "/api"),
+            get("api-v1", "/api/v1")
+                .ignore("body.resources[name=pods/*]", PROXY_SUBS)
+                .ignore("body.resources[name=nodes/proxy]", PROXY_SUBS)
+                .ignore("body.resources[name=services/proxy]", PROXY_SUBS),
+            get("apis", "/apis")
+                .transform(only_builtin_groups)
+                .ignore("body.groups[name=resource.k8s.io]", DRA)
+                .ignore("body.groups[name=autoscaling].versions[version=v1]", HPA_V1),
+            get("apis-apps", "/apis/apps"),
+            get("apis-apps-v1", "/apis/apps/v1"),
+            get("apis-autoscaling-v2", "/apis/autoscaling/v2"),
+            get("apis-events-v1", "/apis/events.k8s.io/v1"),
+            get("apis-apiextensions-v1", "/apis/apiextensions.k8s.io/v1"),
+            get("apis-autoscaling", "/apis/autoscaling")
+                .ignore("body.versions[version=v1]", HPA_V1),
+            get("apis-storage-v1", "/apis/storage.k8s.io/v1")
+                .ignore("body.resources[name=volumeattributesclasses]", VAC),
+            get("apis-authorization-v1", "/apis/authorization.k8s.io/v1"),
+            get("apis-missing", "/apis/nosuch.example.com/v1"),
+            get("api-v2-missing", "/api/v2"),
+            get("componentstatuses", "/api/v1/componentstatuses")
+                .ignore("body.items", "the embedded server's control plane is always healthy; the recording cluster runs no scheduler"),
+            delete("namespaces-collection", "/api/v1/namespaces"),
+        ],
+    }
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2`).
+pub fn discovery_aggregated() -> Scenario {
+    Scenario {
+        name: "discovery_aggregated",
+        steps: vec![
+            get("api", "/api")
+                .header("Accept", AGGREGATED)
+                .ignore("body.items[0].versions[version=v1].resources[resource=pods].subresources", PROXY_SUBS)
+                .ignore("body.items[0].versions[version=v1].resources[resource=nodes].subresources[subresource=proxy]", PROXY_SUBS)
+                .ignore("body.items[0].versions[version=v1].resources[resource=services].subresources[subresource=proxy]", PROXY_SUBS),
+            get("apis", "/apis")
+                .header("Accept", AGGREGATED)
+                .transform(only_builtin_groups)
+                .ignore("body.items[name=resource.k8s.io]", DRA)
+                .ignore("body.items[name=autoscaling].versions[version=v1]", HPA_V1)
+                .ignore("body.items[name=storage.k8s.io].versions[version=v1].resources[resource=volumeattributesclasses]", VAC)
+                .ignore("body.items[name=admissionregistration.k8s.io].versions[version=v1].resources[resource=mutatingadmissionpolic*]", MAP)
+                .ignore("body.items[name=certificates.k8s.io].versions[version=v1].resources[resource=certificatesigningrequests].subresources[subresource=approval]", CSR_APPROVAL),
+        ],
+    }
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "web"}}, "data": {"a": "1", "b": "2"}})
+}
+
+/// ConfigMap create/get/list/update/patch/delete.
+pub fn configmap_crud() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    Scenario {
+        name: "configmap_crud",
+        steps: vec![
+            post("create", p, cm("web")),
+            get("get", "/api/v1/namespaces/{ns}/configmaps/web"),
+            get(
+                "list-selected",
+                "/api/v1/namespaces/{ns}/configmaps?labelSelector=app%3Dweb",
+            ),
+            put(
+                "update",
+                "/api/v1/namespaces/{ns}/configmaps/web",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "labels": {"app": "web"}}, "data": {"a": "10"}}),
+            ),
+            patch(
+                "merge-patch",
+                "/api/v1/namespaces/{ns}/configmaps/web",
+                MERGE,
+                json!({"data": {"c": "3"}}),
+            ),
+            patch(
+                "json-patch",
+                "/api/v1/namespaces/{ns}/configmaps/web",
+                JSON_PATCH,
+                json!([{"op": "add", "path": "/data/d", "value": "4"}]),
+            ),
+            patch(
+                "strategic-patch",
+                "/api/v1/namespaces/{ns}/configmaps/web",
+                STRATEGIC,
+                json!({"metadata": {"annotations": {"note": "x"}}}),
+            ),
+            patch(
+                "apply",
+                "/api/v1/namespaces/{ns}/configmaps/applied?fieldManager=kwdiff",
+                APPLY,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"x": "y"}}),
+            ),
+            post(
+                "generate-name",
+                p,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}),
+            ),
+            delete("delete", "/api/v1/namespaces/{ns}/configmaps/web"),
+            get("get-deleted", "/api/v1/namespaces/{ns}/configmaps/web"),
+            delete("delete-missing", "/api/v1/namespaces/{ns}/configmaps/web"),
+        ],
+    }
+}
+
+/// Tables and partial metadata for ConfigMaps and Secrets.
+pub fn configmap_secret_tables() -> Scenario {
+    Scenario {
+        name: "configmap_secret_tables",
+        steps: vec![
+            post("create-cm", "/api/v1/namespaces/{ns}/configmaps", cm("web")),
+            post(
+                "create-secret",
+                "/api/v1/namespaces/{ns}/secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "data": {"user": "YWRtaW4="}, "stringData": {"pw": "x"}}),
+            ),
+            get("cm-table", "/api/v1/namespaces/{ns}/configmaps/web").table(),
+            get(
+                "cm-table-list",
+                "/api/v1/namespaces/{ns}/configmaps?labelSelector=app%3Dweb",
+            )
+            .table(),
+            get("secret-table", "/api/v1/namespaces/{ns}/secrets/creds").table(),
+            get("cm-partial", "/api/v1/namespaces/{ns}/configmaps/web").header(
+                "Accept",
+                "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+            ),
+            get(
+                "cm-partial-list",
+                "/api/v1/namespaces/{ns}/configmaps?labelSelector=app%3Dweb",
+            )
+            .header(
+                "Accept",
+                "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+            ),
+        ],
+    }
+}
+
+/// 4xx answers of writes: conflicts, invalid names, malformed bodies.
+pub fn write_errors() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    Scenario {
+        name: "write_errors",
+        steps: vec![
+            post("create", p, cm("web")),
+            post("already-exists", p, cm("web")),
+            put(
+                "stale-update",
+                "/api/v1/namespaces/{ns}/configmaps/web",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "resourceVersion": "1"}}),
+            ),
+            post("invalid-name", p, cm("Bad_Name")),
+            post(
+                "no-name",
+                p,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+            ),
+            post("malformed-json", p, json!(null)).raw("{\"apiVersion\": \"v1\", \"kind\": "),
+            post(
+                "kind-mismatch",
+                p,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}),
+            ),
+            post(
+                "namespace-mismatch",
+                p,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "other"}}),
+            ),
+            post(
+                "namespace-missing",
+                "/api/v1/namespaces/{ns}-missing/configmaps",
+                cm("x"),
+            ),
+            get("get-missing", "/api/v1/namespaces/{ns}/configmaps/nope"),
+            get("unknown-resource", "/api/v1/namespaces/{ns}/nosuchthings"),
+        ],
+    }
+}
+
+/// Invalid ListOptions, selectors and continue tokens.
+pub fn list_errors() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    Scenario {
+        name: "list_errors",
+        steps: vec![
+            get(
+                "rv-match-without-rv",
+                &format!("{p}?resourceVersionMatch=Exact"),
+            ),
+            get(
+                "rv-match-unknown",
+                &format!("{p}?resourceVersion=1&resourceVersionMatch=Newest"),
+            ),
+            get("bad-label-selector", &format!("{p}?labelSelector=a%20in")),
+            get(
+                "bad-label-selector-key",
+                &format!("{p}?labelSelector=-a%3Db"),
+            ),
+            get(
+                "bad-field-selector",
+                &format!("{p}?fieldSelector=metadata.nope%3Dx"),
+            ),
+            get("continue-not-base64", &format!("{p}?limit=1&continue=!!!")),
+            get("continue-not-json", &format!("{p}?limit=1&continue=abc")),
+            get(
+                "continue-unknown-version",
+                &format!("{p}?limit=1&continue=e30"),
+            ),
+            get(
+                "send-initial-events-on-list",
+                &format!("{p}?sendInitialEvents=true"),
+            ),
+        ],
+    }
+}
+
+/// Server-side apply: a missing field manager and a conflict.
+pub fn apply_errors() -> Scenario {
+    let obj = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}, "data": {"k": v}});
+    Scenario {
+        name: "apply_errors",
+        steps: vec![
+            patch(
+                "no-field-manager",
+                "/api/v1/namespaces/{ns}/configmaps/web",
+                APPLY,
+                obj("a"),
+            ),
+            patch(
+                "apply-first",
+                "/api/v1/namespaces/{ns}/configmaps/web?fieldManager=first",
+                APPLY,
+                obj("a"),
+            ),
+            patch(
+                "apply-conflict",
+                "/api/v1/namespaces/{ns}/configmaps/web?fieldManager=second",
+                APPLY,
+                obj("b"),
+            ),
+            patch(
+                "apply-forced",
+                "/api/v1/namespaces/{ns}/configmaps/web?fieldManager=second&force=true",
+                APPLY,
+                obj("b"),
+            ),
+        ],
+    }
+}
+
+/// Namespaces: the name label, the table, deletion.
+pub fn namespace() -> Scenario {
+    Scenario {
+        name: "namespace",
+        steps: vec![
+            post(
+                "create",
+                "/api/v1/namespaces",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "{ns}-x"}}),
+            ),
+            get("table", "/api/v1/namespaces/{ns}-x").table(),
+            delete("delete", "/api/v1/namespaces/{ns}-x"),
+        ],
+    }
+}
+
+/// Kinds without generation tracking: ServiceAccount, Secret.
+pub fn serviceaccount_secret() -> Scenario {
+    Scenario {
+        name: "serviceaccount_secret",
+        steps: vec![
+            post(
+                "sa",
+                "/api/v1/namespaces/{ns}/serviceaccounts",
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}),
+            ),
+            post(
+                "secret",
+                "/api/v1/namespaces/{ns}/secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"a": "b"}}),
+            ),
+            patch(
+                "secret-patch",
+                "/api/v1/namespaces/{ns}/secrets/s",
+                MERGE,
+                json!({"data": {"c": "ZA=="}}),
+            ),
+        ],
+    }
+}
+
+fn deployment_body() -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}}})
+}
+
+/// Deployments: defaults, `status: {}`, generation on spec and annotation changes, the
+/// scale subresource. A paused Deployment keeps the recording cluster's controller from
+/// changing more than its status.
+pub fn deployment() -> Scenario {
+    let p = "/apis/apps/v1/namespaces/{ns}/deployments";
+    let mut paused = deployment_body();
+    paused["spec"]["paused"] = json!(true);
+    const CONTROLLER: &str =
+        "the recording cluster's deployment controller writes status and its own managed fields";
+    Scenario {
+        name: "deployment",
+        steps: vec![
+            post(
+                "create-dry-run",
+                &format!("{p}?dryRun=All"),
+                deployment_body(),
+            ),
+            post("create", p, paused),
+            patch(
+                "patch-annotations",
+                &format!("{p}/web"),
+                MERGE,
+                json!({"metadata": {"annotations": {"note": "x"}}}),
+            )
+            .ignore("body.status", CONTROLLER)
+            .ignore("body.metadata.managedFields", CONTROLLER)
+            .ignore(
+                "body.metadata.annotations.deployment.kubernetes.io/revision",
+                CONTROLLER,
+            ),
+            patch(
+                "patch-labels",
+                &format!("{p}/web"),
+                MERGE,
+                json!({"metadata": {"labels": {"tier": "web"}}}),
+            )
+            .ignore("body.status", CONTROLLER)
+            .ignore("body.metadata.managedFields", CONTROLLER)
+            .ignore(
+                "body.metadata.annotations.deployment.kubernetes.io/revision",
+                CONTROLLER,
+            ),
+            patch(
+                "patch-replicas",
+                &format!("{p}/web"),
+                MERGE,
+                json!({"spec": {"replicas": 2}}),
+            )
+            .ignore("body.status", CONTROLLER)
+            .ignore("body.metadata.managedFields", CONTROLLER)
+            .ignore(
+                "body.metadata.annotations.deployment.kubernetes.io/revision",
+                CONTROLLER,
+            ),
+            get("scale", &format!("{p}/web/scale")).ignore("body.status.replicas", CONTROLLER),
+        ],
+    }
+}
+
+/// Services: defaults, `status.loadBalancer`, no generation.
+pub fn service() -> Scenario {
+    Scenario {
+        name: "service",
+        steps: vec![
+            post(
+                "create",
+                "/api/v1/namespaces/{ns}/services",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                    "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+            ),
+            patch(
+                "patch-selector",
+                "/api/v1/namespaces/{ns}/services/web",
+                MERGE,
+                json!({"spec": {"selector": {"app": "other"}}}),
+            ),
+            get("table", "/api/v1/namespaces/{ns}/services/web").table(),
+        ],
+    }
+}
+
+/// Access reviews and identities: anonymous requests, a user without rights.
+pub fn auth() -> Scenario {
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "configmaps", "namespace": "{ns}"}}});
+    let ssar2 = ssar.clone();
+    Scenario {
+        name: "auth",
+        steps: vec![
+            get("anonymous-list", "/api/v1/namespaces/{ns}/configmaps").by(Auth::Anonymous),
+            get("anonymous-discovery", "/api").by(Auth::Anonymous),
+            get("bad-token", "/api/v1/namespaces/{ns}/configmaps").by(Auth::BadToken),
+            get("alice-list", "/api/v1/namespaces/{ns}/configmaps").by(Auth::Alice),
+            get("alice-get", "/api/v1/namespaces/{ns}/configmaps/x").by(Auth::Alice),
+            post(
+                "admin-ssar",
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                ssar.clone(),
+            ),
+            post(
+                "alice-ssar",
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                ssar,
+            )
+            .by(Auth::Alice),
+            post(
+                "alice-whoami",
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+            )
+            .by(Auth::Alice),
+            post(
+                "bind-alice-view",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "alice-view"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}),
+            ),
+            post(
+                "alice-ssar-allowed",
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                ssar2,
+            )
+            .by(Auth::Alice),
+            get(
+                "alice-list-allowed",
+                "/api/v1/namespaces/{ns}/configmaps?labelSelector=app%3Dnone",
+            )
+            .by(Auth::Alice),
+        ],
+    }
+}
+
+/// A watch's events: the initial ADDED of an existing object, then the stream's end.
+pub fn watch() -> Scenario {
+    Scenario {
+        name: "watch",
+        steps: vec![
+            post("create", "/api/v1/namespaces/{ns}/configmaps", cm("web")),
+            get("watch", "/api/v1/namespaces/{ns}/configmaps?watch=1&timeoutSeconds=1&labelSelector=app%3Dweb")
+                .stream(),
+        ],
+    }
+}
+
+fn crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.{ns}.kwdiff.example"},
+        "spec": {"group": "{ns}.kwdiff.example", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1}],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}})
+}
+
+fn established(r: &Value) -> bool {
+    r["body"]["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
+}
+
+/// A CRD and its custom resources: the CRD's initial status, the table with printer
+/// columns, generation, deletion with the cleanup finalizer.
+pub fn custom_resource() -> Scenario {
+    let crs = "/apis/{ns}.kwdiff.example/v1/namespaces/{ns}/widgets";
+    Scenario {
+        name: "custom_resource",
+        steps: vec![
+            post("create-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd()),
+            get("established", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{ns}.kwdiff.example")
+                .until(established),
+            post(
+                "create-cr",
+                crs,
+                json!({"apiVersion": "{ns}.kwdiff.example/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3, "color": "red"}, "status": {"ignored": true}}),
+            )
+            .retry_on(404),
+            patch("patch-spec", &format!("{crs}/w1"), MERGE, json!({"spec": {"size": 4}})),
+            patch("patch-labels", &format!("{crs}/w1"), MERGE, json!({"metadata": {"labels": {"a": "b"}}})),
+            patch("patch-status", &format!("{crs}/w1/status"), MERGE, json!({"status": {"phase": "Ready"}})),
+            get("table", crs).table(),
+            get("table-one", &format!("{crs}/w1")).table(),
+            delete("delete-cr", &format!("{crs}/w1")),
+            delete("delete-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{ns}.kwdiff.example"),
+        ],
+    }
+}
+
+/// Invalid create, update, patch and delete options.
+pub fn options_errors() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    Scenario {
+        name: "options_errors",
+        steps: vec![
+            post("create", p, cm("web")),
+            post("create-dry-run-bad", &format!("{p}?dryRun=Some"), cm("x")),
+            post(
+                "create-field-validation-bad",
+                &format!("{p}?fieldValidation=Bogus"),
+                cm("x"),
+            ),
+            post(
+                "create-field-manager-too-long",
+                &format!("{p}?fieldManager={}", "m".repeat(130)),
+                cm("x"),
+            ),
+            put(
+                "update-dry-run-bad",
+                &format!("{p}/web?dryRun=Some"),
+                cm("web"),
+            ),
+            patch(
+                "patch-dry-run-bad",
+                &format!("{p}/web?dryRun=Some"),
+                MERGE,
+                json!({}),
+            ),
+            patch(
+                "patch-force-non-apply",
+                &format!("{p}/web?force=true"),
+                MERGE,
+                json!({}),
+            ),
+            delete("delete-dry-run-bad", &format!("{p}/web?dryRun=Some")),
+            delete(
+                "delete-propagation-bad",
+                &format!("{p}/web?propagationPolicy=Sometimes"),
+            ),
+            delete(
+                "delete-propagation-and-orphan",
+                &format!("{p}/web?propagationPolicy=Orphan&orphanDependents=true"),
+            ),
+            get(
+                "list-rv-match-exact-zero",
+                &format!("{p}?resourceVersionMatch=Exact&resourceVersion=0"),
+            ),
+            get(
+                "list-rv-match-with-continue",
+                &format!("{p}?resourceVersionMatch=NotOlderThan&resourceVersion=1&continue=abc"),
+            ),
+            get(
+                "watch-initial-events-without-match",
+                &format!("{p}?watch=1&sendInitialEvents=true"),
+            ),
+            post(
+                "invalid-labels",
+                p,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "l", "labels": {"a": "b c", "-k": "v"}}}),
+            ),
+        ],
+    }
+}
+
+/// Creates of many kinds, as dry runs (no controller acts on them): which kinds get a
+/// generation, the status they start with, their defaults.
+pub fn generation_and_status() -> Scenario {
+    let ns = |plural: &str| format!("/api/v1/namespaces/{{ns}}/{plural}?dryRun=All");
+    let g =
+        |group: &str, plural: &str| format!("/apis/{group}/namespaces/{{ns}}/{plural}?dryRun=All");
+    let c = |group: &str, plural: &str| format!("/apis/{group}/{plural}?dryRun=All");
+    let tpl = json!({"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}});
+    let sel = json!({"matchLabels": {"app": "x"}});
+    let obj = |av: &str, kind: &str, name: &str, extra: Value| {
+        let mut o = json!({"apiVersion": av, "kind": kind, "metadata": {"name": name}});
+        if let (Some(o), Some(e)) = (o.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        o
+    };
+    Scenario {
+        name: "generation_and_status",
+        steps: vec![
+            post("replicationcontroller", &ns("replicationcontrollers"),
+                obj("v1", "ReplicationController", "rc", json!({"spec": {"selector": {"app": "x"}, "template": tpl}}))),
+            post("resourcequota", &ns("resourcequotas"), obj("v1", "ResourceQuota", "rq", json!({"spec": {}}))),
+            post("persistentvolumeclaim", &ns("persistentvolumeclaims"),
+                obj("v1", "PersistentVolumeClaim", "pvc", json!({"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))),
+            post("limitrange", &ns("limitranges"), obj("v1", "LimitRange", "lr", json!({"spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}))),
+            post("podtemplate", &ns("podtemplates"), obj("v1", "PodTemplate", "pt", json!({"template": tpl}))),
+            post("endpoints", &ns("endpoints"), obj("v1", "Endpoints", "ep", json!({}))),
+            post("replicaset", &g("apps/v1", "replicasets"), obj("apps/v1", "ReplicaSet", "rs", json!({"spec": {"selector": sel, "template": tpl}}))),
+            post("statefulset", &g("apps/v1", "statefulsets"),
+                obj("apps/v1", "StatefulSet", "sts", json!({"spec": {"selector": sel, "template": tpl, "serviceName": "x"}}))),
+            post("daemonset", &g("apps/v1", "daemonsets"), obj("apps/v1", "DaemonSet", "ds", json!({"spec": {"selector": sel, "template": tpl}}))),
+            post("job", &g("batch/v1", "jobs"),
+                obj("batch/v1", "Job", "job", json!({"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})))
+                .ignore("body.metadata.labels", "the Job's generated selector carries its uid")
+                .ignore("body.spec.selector", "the Job's generated selector carries its uid")
+                .ignore("body.spec.template.metadata.labels", "the Job's generated selector carries its uid"),
+            post("cronjob", &g("batch/v1", "cronjobs"),
+                obj("batch/v1", "CronJob", "cj", json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}))),
+            post("hpa", &g("autoscaling/v2", "horizontalpodautoscalers"),
+                obj("autoscaling/v2", "HorizontalPodAutoscaler", "hpa", json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d", "apiVersion": "apps/v1"}, "maxReplicas": 3}}))),
+            post("pdb", &g("policy/v1", "poddisruptionbudgets"), obj("policy/v1", "PodDisruptionBudget", "pdb", json!({"spec": {"minAvailable": 1, "selector": sel}}))),
+            post("networkpolicy", &g("networking.k8s.io/v1", "networkpolicies"), obj("networking.k8s.io/v1", "NetworkPolicy", "np", json!({"spec": {"podSelector": {}}}))),
+            post("ingress", &g("networking.k8s.io/v1", "ingresses"),
+                obj("networking.k8s.io/v1", "Ingress", "ing", json!({"spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}))),
+            post("lease", &g("coordination.k8s.io/v1", "leases"), obj("coordination.k8s.io/v1", "Lease", "lease", json!({"spec": {}}))),
+            post("endpointslice", &g("discovery.k8s.io/v1", "endpointslices"),
+                obj("discovery.k8s.io/v1", "EndpointSlice", "es", json!({"addressType": "IPv4", "endpoints": []}))),
+            post("role", &g("rbac.authorization.k8s.io/v1", "roles"), obj("rbac.authorization.k8s.io/v1", "Role", "role", json!({"rules": []}))),
+            post("ingressclass", &c("networking.k8s.io/v1", "ingressclasses"),
+                obj("networking.k8s.io/v1", "IngressClass", "{ns}-ic", json!({"spec": {"controller": "example.com/x"}}))),
+            post("priorityclass", &c("scheduling.k8s.io/v1", "priorityclasses"), obj("scheduling.k8s.io/v1", "PriorityClass", "{ns}-pc", json!({"value": 5}))),
+            post("storageclass", &c("storage.k8s.io/v1", "storageclasses"), obj("storage.k8s.io/v1", "StorageClass", "{ns}-sc", json!({"provisioner": "x.io/y"}))),
+            post("validatingwebhookconfiguration", &c("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"),
+                obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "{ns}-vwc", json!({}))),
+            post("flowschema", &c("flowcontrol.apiserver.k8s.io/v1", "flowschemas"),
+                obj("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "{ns}-fs", json!({"spec": {"priorityLevelConfiguration": {"name": "global-default"}}}))),
+            post("persistentvolume", &c("v1", "persistentvolumes").replace("/apis/v1", "/api/v1"),
+                obj("v1", "PersistentVolume", "{ns}-pv", json!({"spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp"}}}))),
+            post("volumeattachment", &c("storage.k8s.io/v1", "volumeattachments"),
+                obj("storage.k8s.io/v1", "VolumeAttachment", "{ns}-va", json!({"spec": {"attacher": "x", "nodeName": "n", "source": {"persistentVolumeName": "pv"}}}))),
+        ],
+    }
+}
+
+/// Pods: defaults and admission, the table, deletion.
+pub fn pod() -> Scenario {
+    Scenario {
+        name: "pod",
+        steps: vec![
+            post(
+                "create",
+                "/api/v1/namespaces/{ns}/pods",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.25", "ports": [{"containerPort": 80}],
+                        "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}),
+            )
+            .ignore("body.spec.volumes", SA_VOLUME)
+            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            get("table", "/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dweb").table(),
+            patch("patch-image", "/api/v1/namespaces/{ns}/pods/web", STRATEGIC,
+                json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.26"}]}}))
+            .ignore("body.spec.volumes", SA_VOLUME)
+            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME)
+            .ignore("body.status", "the recording cluster's scheduler reports the pod unschedulable"),
+        ],
+    }
+}
+
+const SA_VOLUME: &str =
+    "the embedded server runs no pods and mounts no ServiceAccount token volume";
+
+/// Token and subject access reviews.
+pub fn reviews() -> Scenario {
+    let sar = |user: &str, groups: Value| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "{ns}"}}})
+    };
+    Scenario {
+        name: "reviews",
+        steps: vec![
+            post(
+                "token-bogus",
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "bogus"}}),
+            ),
+            post(
+                "token-alice",
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "{alice-token}"}}),
+            ),
+            post(
+                "sar-alice",
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                sar("alice", json!(["system:authenticated"])),
+            ),
+            post(
+                "sar-masters",
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                sar("bob", json!(["system:masters"])),
+            ),
+            post(
+                "lsar",
+                "/apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews",
+                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+                    "spec": {"user": "bob", "groups": ["system:masters"], "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "{ns}"}}}),
+            ),
+            post(
+                "sar-non-resource",
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": "carol", "groups": ["system:authenticated"], "nonResourceAttributes": {"verb": "get", "path": "/api"}}}),
+            ),
+        ],
+    }
+}
+
+/// A streaming list: the initial events, then the bookmark that ends them.
+pub fn watch_list() -> Scenario {
+    Scenario {
+        name: "watch_list",
+        steps: vec![
+            post("create", "/api/v1/namespaces/{ns}/configmaps", cm("web")),
+            get(
+                "watch-list",
+                "/api/v1/namespaces/{ns}/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1&labelSelector=app%3Dweb",
+            )
+            .stream()
+            .ignore("body[2]", "the embedded server sends a bookmark when a watch with bookmarks times out; a real server may"),
+            delete("delete-collection", "/api/v1/namespaces/{ns}/configmaps?labelSelector=app%3Dweb"),
+        ],
+    }
+}
+
+/// A watch from a resourceVersion: the changes after it, as MODIFIED and DELETED events.
+pub fn watch_changes() -> Scenario {
+    let one = "/api/v1/namespaces/{ns}/configmaps/web";
+    Scenario {
+        name: "watch_changes",
+        steps: vec![
+            post("create", "/api/v1/namespaces/{ns}/configmaps", cm("web")),
+            patch("modify", one, MERGE, json!({"data": {"c": "3"}})),
+            delete("delete", one),
+            get(
+                "watch-from-create",
+                "/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv:create}&timeoutSeconds=1&fieldSelector=metadata.name%3Dweb",
+            )
+            .stream(),
+            get(
+                "watch-one-from-create",
+                "/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv:create}&timeoutSeconds=1&fieldSelector=metadata.name%3Dweb",
+            )
+            .header("Accept", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io")
+            .stream(),
+        ],
+    }
+}
+
+/// Deletion with finalizers: marked, no finalizer added while deleting, gone when the last
+/// one is removed.
+pub fn finalizers() -> Scenario {
+    let one = "/api/v1/namespaces/{ns}/configmaps/held";
+    Scenario {
+        name: "finalizers",
+        steps: vec![
+            post(
+                "create",
+                "/api/v1/namespaces/{ns}/configmaps",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+            ),
+            delete("delete", one),
+            get("get-deleting", one),
+            patch(
+                "add-finalizer",
+                one,
+                MERGE,
+                json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}),
+            ),
+            patch(
+                "remove-finalizer",
+                one,
+                MERGE,
+                json!({"metadata": {"finalizers": null}}),
+            ),
+            get("get-gone", one),
+        ],
+    }
+}
+
+/// A CRD without printer columns (the table gets Age), with schema defaults, a scale
+/// subresource and a cluster scope.
+pub fn custom_resource_defaults() -> Scenario {
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.{ns}.kwdiff.example"},
+        "spec": {"group": "{ns}.kwdiff.example", "scope": "Cluster",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "replicas": {"type": "integer", "default": 1},
+                        "mode": {"type": "string", "default": "auto"}}},
+                    "status": {"type": "object", "properties": {"replicas": {"type": "integer"}}}}}}}]}});
+    let crs = "/apis/{ns}.kwdiff.example/v1/gadgets";
+    Scenario {
+        name: "custom_resource_defaults",
+        steps: vec![
+            post("create-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd),
+            get("established", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{ns}.kwdiff.example")
+                .until(established),
+            post(
+                "create-cr",
+                crs,
+                json!({"apiVersion": "{ns}.kwdiff.example/v1", "kind": "Gadget", "metadata": {"name": "{ns}-g"}, "spec": {}}),
+            )
+            .retry_on(404),
+            get("table", &format!("{crs}/{{ns}}-g")).table(),
+            get("scale", &format!("{crs}/{{ns}}-g/scale")),
+            patch("scale-patch", &format!("{crs}/{{ns}}-g/scale"), MERGE, json!({"spec": {"replicas": 3}})),
+            get("list", crs),
+            delete("delete-cr", &format!("{crs}/{{ns}}-g")),
+            delete("delete-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{ns}.kwdiff.example"),
+        ],
+    }
+}
+
+/// Odd requests: bad parameters, preconditions, methods and media types.
+pub fn misc_errors() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    Scenario {
+        name: "misc_errors",
+        steps: vec![
+            post("create", p, cm("web")),
+            get("bad-resource-version", &format!("{p}?resourceVersion=abc")),
+            get("bad-limit", &format!("{p}?limit=abc")),
+            post(
+                "create-with-resource-version",
+                p,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rv", "resourceVersion": "5"}}),
+            ),
+            put(
+                "update-uid-mismatch",
+                &format!("{p}/web"),
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "uid": "00000000-0000-0000-0000-000000000000"}}),
+            ),
+            put("update-name-mismatch", &format!("{p}/web"), cm("other")),
+            put("update-missing", &format!("{p}/nope"), cm("nope")),
+            patch("patch-unsupported-type", &format!("{p}/web"), "application/xml", json!({})),
+            patch("patch-missing", &format!("{p}/nope"), MERGE, json!({"data": {"a": "b"}})),
+            post("post-to-object", &format!("{p}/web"), cm("web")),
+            delete("delete-uid-precondition", &format!("{p}/web"))
+                .json(json!({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})),
+            get("get-as-yaml", &format!("{p}/web")).header("Accept", "application/yaml"),
+            get("not-acceptable", &format!("{p}/web"))
+                .header("Accept", "text/html")
+                .ignore("body.message", "the embedded server words 406 answers as kube-apiserver does for tables")
+                .ignore("body.details", "the embedded server words 406 answers as kube-apiserver does for tables"),
+        ],
+    }
+}
