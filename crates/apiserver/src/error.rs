@@ -1,15 +1,32 @@
 //! API errors rendered as `Status` bodies.
 
+mod go_json;
+mod go_labels;
+
 use crate::registry::ResourceDef;
 use kubewright_core::{Status, StatusCause, StatusDetails};
 
-/// An error answered to the client as a Status.
+pub use go_json::syntax_error as go_json_error;
+pub use go_labels::{label_selector_error, label_value_errors, qualified_name_errors};
+
+/// An error answered to the client as a Status: the Status, the `Retry-After` seconds,
+/// and whether the answer carries `X-Content-Type-Options: nosniff` (kube-apiserver's
+/// authorization filter sets it on its 403s; handlers' errors do not).
 #[derive(Debug, Clone)]
-pub struct ApiError(pub Box<Status>, pub Option<u32>);
+pub struct ApiError(pub Box<Status>, pub Option<u32>, pub bool);
 
 impl ApiError {
     pub(crate) fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Self(Box::new(Status::failure(code, reason, message)), None)
+        Self(
+            Box::new(Status::failure(code, reason, message)),
+            None,
+            false,
+        )
+    }
+    /// Marks a 403 as the authorization filter's (`X-Content-Type-Options: nosniff`).
+    pub fn authorization_failure(mut self) -> Self {
+        self.2 = true;
+        self
     }
     fn with(mut self, details: StatusDetails) -> Self {
         self.0.details = Some(details);
@@ -76,11 +93,20 @@ impl ApiError {
     }
     /// 422 Invalid with field causes.
     pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<StatusCause>) -> Self {
-        let summary = causes
-            .iter()
-            .map(|c| format!("{}: {}", c.field, c.message))
-            .collect::<Vec<_>>()
-            .join(", ");
+        // Go's aggregate of field errors: without duplicates, one alone, several in
+        // brackets.
+        let mut all: Vec<String> = Vec::new();
+        for c in &causes {
+            let text = format!("{}: {}", c.field, c.message);
+            if !all.contains(&text) {
+                all.push(text);
+            }
+        }
+        let summary = if all.len() == 1 {
+            all.join("")
+        } else {
+            format!("[{}]", all.join(", "))
+        };
         let group = if def.group.is_empty() {
             String::new()
         } else {
@@ -126,9 +152,15 @@ impl ApiError {
             }],
         )
     }
-    /// 422 Invalid with a plain message (e.g. ListOptions, DeleteOptions).
+    /// 422 Invalid with a message. An options error
+    /// (`ListOptions.meta.k8s.io "" is invalid: <field>: <error>`) gets the details
+    /// kube-apiserver gives it: group `meta.k8s.io`, the options kind and the cause.
     pub fn invalid_msg(msg: impl Into<String>) -> Self {
-        Self::new(422, "Invalid", msg)
+        let msg = msg.into();
+        let details = options_details(&msg);
+        let mut e = Self::new(422, "Invalid", msg);
+        e.0.details = details;
+        e
     }
     /// 403 Forbidden.
     pub fn forbidden(def: &ResourceDef, name: &str, msg: impl Into<String>) -> Self {
@@ -136,7 +168,7 @@ impl ApiError {
     }
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(msg: impl Into<String>) -> Self {
-        Self::new(405, "MethodNotAllowed", msg)
+        Self::new(405, "MethodNotAllowed", msg).with(StatusDetails::default())
     }
     /// 406 NotAcceptable.
     pub fn not_acceptable(msg: impl Into<String>) -> Self {
@@ -203,11 +235,72 @@ impl From<crate::storage::StorageError> for ApiError {
     }
 }
 
+/// The cause reason of a field error message (`Forbidden: ...` -> `FieldValueForbidden`).
+pub fn field_reason(message: &str) -> &'static str {
+    const REASONS: [(&str, &str); 7] = [
+        ("Required value", "FieldValueRequired"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Not found", "FieldValueNotFound"),
+    ];
+    REASONS
+        .iter()
+        .find(|(p, _)| message.starts_with(p))
+        .map_or("FieldValueInvalid", |(_, r)| r)
+}
+
+/// The details of an options error message (`<Kind>.meta.k8s.io "" is invalid: <field>:
+/// <error>`), `None` for other messages.
+fn options_details(msg: &str) -> Option<StatusDetails> {
+    let (kind, rest) = msg.split_once(".meta.k8s.io \"\" is invalid: ")?;
+    if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
+    let (field, message) = rest.split_once(": ")?;
+    Some(StatusDetails {
+        group: "meta.k8s.io".into(),
+        kind: kind.into(),
+        causes: vec![StatusCause {
+            reason: field_reason(message).into(),
+            message: message.into(),
+            field: field.into(),
+        }],
+        ..Default::default()
+    })
+}
+
 fn details(def: &ResourceDef, name: &str) -> StatusDetails {
     StatusDetails {
         name: name.into(),
         group: def.group.clone(),
         kind: def.plural.clone(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_errors_have_details() {
+        let e = ApiError::invalid_msg(
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        );
+        let d = e.0.details.unwrap();
+        assert_eq!(
+            (d.group.as_str(), d.kind.as_str()),
+            ("meta.k8s.io", "ListOptions")
+        );
+        assert_eq!(d.causes[0].reason, "FieldValueForbidden");
+        assert_eq!(d.causes[0].field, "resourceVersionMatch");
+        assert_eq!(
+            d.causes[0].message,
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+        );
+        assert!(ApiError::invalid_msg("something else").0.details.is_none());
     }
 }

@@ -242,10 +242,12 @@ pub fn error_response_as(e: &ApiError, format: &Format) -> Response<Body> {
             Bytes::from(serde_json::to_vec(&e.0).unwrap_or_default()),
         ),
     };
-    resp.headers_mut().insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
+    if e.2 {
+        resp.headers_mut().insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
+    }
     if let Some(secs) = e.1.filter(|s| *s > 0)
         && let Ok(v) = HeaderValue::from_str(&secs.to_string())
     {

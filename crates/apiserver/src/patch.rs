@@ -731,11 +731,13 @@ fn apply(
         } else {
             format!("Apply failed with {n} conflicts: {list}")
         };
+        // kube-apiserver's apply conflict names only the fields, not the object.
         let mut e = ApiError::conflict(&t.def, name, "");
         e.0.message = message;
-        if let Some(d) = e.0.details.as_mut() {
-            d.causes = causes;
-        }
+        e.0.details = Some(kubewright_core::StatusDetails {
+            causes,
+            ..Default::default()
+        });
         return Err(e);
     }
     let mut next = srv.present(&t.def, &current);
