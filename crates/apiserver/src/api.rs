@@ -204,13 +204,19 @@ impl ApiServer {
     }
 
     /// The user a bearer token authenticates, `None` for an unknown token. Without any
-    /// configured token every request is the admin (an open test server).
+    /// configured token every request is the admin (an open test server); with tokens, a
+    /// request without credentials is `system:anonymous` (kube-apiserver's default
+    /// `--anonymous-auth=true`), whom RBAC then authorizes.
     pub(crate) fn authenticate(&self, bearer: Option<&str>) -> Option<crate::rbac::UserInfo> {
         let open = self.options.tokens.is_empty()
             && self.options.users.is_empty()
             && self.options.client_ca_pem.is_none();
         let Some(token) = bearer else {
-            return open.then(crate::rbac::UserInfo::admin);
+            return Some(if open {
+                crate::rbac::UserInfo::admin()
+            } else {
+                crate::rbac::UserInfo::new("system:anonymous", &["system:unauthenticated"])
+            });
         };
         let eq = |a: &str| {
             a.len() == token.len()
@@ -267,7 +273,8 @@ impl ApiServer {
                 &t.def,
                 &name,
                 crate::rbac::forbidden_message(&req.user, &attrs),
-            ))
+            )
+            .authorization_failure())
         }
     }
 
@@ -284,15 +291,18 @@ impl ApiServer {
                 "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
             ));
         }
+        let deprecated = deprecation_warning(&t.def);
         let result = match (&req.method, &t.name, &t.sub) {
-            (&http::Method::GET, None, None)
-                if req.watch_param() || t.legacy_watch =>
-            {
+            _ if t.def.is_virtual() => self.serve_virtual(&req, &t),
+            (method, None, None) if !t.def.verbs.contains(&verb_of(method, req.watch_param())) => {
+                Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ))
+            }
+            (&http::Method::GET, None, None) if req.watch_param() || t.legacy_watch => {
                 return crate::watch::serve_watch(self.clone(), req, t).await;
             }
-            (&http::Method::GET, Some(_), None)
-                if t.legacy_watch || req.watch_param() =>
-            {
+            (&http::Method::GET, Some(_), None) if t.legacy_watch || req.watch_param() => {
                 return crate::watch::serve_watch(self.clone(), req, t).await;
             }
             (&http::Method::GET, None, None) => self.list(&req, &t),
@@ -313,9 +323,57 @@ impl ApiServer {
                 "the server does not allow this method on the requested resource".to_string(),
             )),
         };
-        match result {
+        let mut resp = match result {
             Ok(r) => r,
             Err(e) => h::error_response_as(&e, &format),
+        };
+        if let Some(w) = deprecated {
+            add_warnings(&mut resp, &[w.to_string()]);
+        }
+        resp
+    }
+
+    /// Resources served without storage: `componentstatuses` (the control plane is
+    /// healthy) and `bindings` (a pod's binding, like `pods/binding`).
+    fn serve_virtual(self: &Arc<Self>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
+        match (t.def.plural.as_str(), &req.method, &t.name) {
+            ("componentstatuses", &http::Method::GET, name) => {
+                let status = |n: &str| json!({"metadata": {"name": n}, "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]});
+                let names = ["scheduler", "controller-manager", "etcd-0"];
+                match name {
+                    None => Ok(h::encode(
+                        StatusCode::OK,
+                        &json!({"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {},
+                            "items": names.iter().map(|n| status(n)).collect::<Vec<_>>()}),
+                        &Format::Json,
+                    )),
+                    Some(n) if names.contains(&n.as_str()) => {
+                        let mut one = status(n);
+                        one["kind"] = json!("ComponentStatus");
+                        one["apiVersion"] = json!("v1");
+                        Ok(h::encode(StatusCode::OK, &one, &Format::Json))
+                    }
+                    Some(n) => Err(ApiError::not_found(&t.def, n)),
+                }
+            }
+            ("bindings", &http::Method::POST, None) => {
+                let body = h::decode_body(req)?;
+                let pod = meta_str(&body, "name").unwrap_or("").to_string();
+                let pods = self
+                    .def("", "v1", "pods")
+                    .ok_or_else(|| ApiError::internal("pods are not served"))?;
+                let target = Target {
+                    def: pods,
+                    namespace: t.namespace.clone(),
+                    name: Some(pod),
+                    sub: Some("binding".into()),
+                    legacy_watch: false,
+                };
+                crate::extra::create_subresource(self, req, &target)
+            }
+            _ => Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )),
         }
     }
 
@@ -366,6 +424,19 @@ impl ApiServer {
         v
     }
 
+    /// An object as a list item: kube-apiserver omits `apiVersion` and `kind` in the items
+    /// of built-in lists (custom resource lists keep them).
+    pub(crate) fn present_item(&self, def: &ResourceDef, obj: &Value) -> Value {
+        let mut v = self.present(def, obj);
+        if def.crd.is_none()
+            && let Some(o) = v.as_object_mut()
+        {
+            o.remove("apiVersion");
+            o.remove("kind");
+        }
+        v
+    }
+
     pub(crate) fn render_one(
         &self,
         def: &ResourceDef,
@@ -374,10 +445,13 @@ impl ApiServer {
         req: &Req,
     ) -> Response<Body> {
         match format {
-            Format::Table => match crate::table::table(def, &[Arc::new(obj)], req, None, None) {
-                Ok(t) => h::encode(StatusCode::OK, &t, &Format::Json),
-                Err(e) => h::error_response(&e),
-            },
+            Format::Table => {
+                let rv = meta_str(&obj, "resourceVersion").map(|rv| json!({"resourceVersion": rv}));
+                match crate::table::table(def, &[Arc::new(obj)], req, rv, None) {
+                    Ok(t) => h::encode(StatusCode::OK, &t, &Format::Json),
+                    Err(e) => h::error_response(&e),
+                }
+            }
             Format::PartialMeta => h::encode(StatusCode::OK, &partial_meta(&obj), &Format::Json),
             f => h::encode(StatusCode::OK, &obj, f),
         }
@@ -412,7 +486,7 @@ impl ApiServer {
             }
             if m != "Exact" && m != "NotOlderThan" {
                 return Err(invalid(&format!(
-                    "resourceVersionMatch: Unsupported value: \"{m}\": supported values: \"Exact\", \"NotOlderThan\""
+                    "resourceVersionMatch: Unsupported value: \"{m}\": supported values: \"Exact\", \"NotOlderThan\", \"\""
                 )));
             }
             if m == "Exact" && rv.as_deref() == Some("0") {
@@ -422,22 +496,24 @@ impl ApiServer {
             }
         }
         let rv_num = match &rv {
-            Some(s) => Some(
-                s.parse::<u64>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
-            ),
+            Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "invalid resource version: resourceVersion: Invalid value: {}: {}",
+                    crate::rbac::go_quote(s),
+                    go_parse_error("ParseUint", s)
+                ))
+            })?),
             None => None,
         };
         let limit = match req.q("limit") {
             Some(l) if !l.is_empty() => l
                 .parse::<i64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?
+                .map_err(|_| ApiError::bad_request(go_parse_error("ParseInt", l)))?
                 .max(0) as usize,
             _ => 0,
         };
         let labels = match req.q("labelSelector") {
-            Some(s) => kubewright_core::LabelSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            Some(s) => parse_label_selector(s)?,
             None => Default::default(),
         };
         let fields_sel = match req.q("fieldSelector") {
@@ -469,8 +545,12 @@ impl ApiServer {
         // Pagination: the continue token pins the snapshot revision and the last key.
         let (items, list_rv) = if let Some(tok) = &opts.cont {
             let (rv, after) = decode_continue(tok)?;
+            let rv = u64::try_from(rv).unwrap_or_else(|_| self.storage.current_rv());
             let items = self.storage.list_at(&key, ns, rv, Some(&after)).map_err(|_| {
-                ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+                let mut e = ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.");
+                // A token that continues from the same key at the latest revision.
+                e.0.metadata.continue_ = Some(encode_continue_inconsistent(&after));
+                e
             })?;
             (items, rv)
         } else {
@@ -544,7 +624,14 @@ impl ApiServer {
                 ))
             }
             f => {
-                let items: Vec<Value> = selected.iter().map(|o| self.present(&t.def, o)).collect();
+                if t.def.crd.is_some() && list_meta.get("continue").is_none() {
+                    // Custom resource lists (unstructured) always carry `continue`.
+                    list_meta["continue"] = json!("");
+                }
+                let items: Vec<Value> = selected
+                    .iter()
+                    .map(|o| self.present_item(&t.def, o))
+                    .collect();
                 let body = json!({
                     "kind": t.def.list_kind(),
                     "apiVersion": t.def.api_version(),
@@ -558,23 +645,31 @@ impl ApiServer {
 
     /// Checks write options shared by create, update and patch.
     pub(crate) fn write_options(req: &Req, apply: bool) -> Result<WriteOptions, ApiError> {
+        let options = match req.method {
+            http::Method::POST => "CreateOptions",
+            http::Method::PUT => "UpdateOptions",
+            _ => "PatchOptions",
+        };
+        let invalid =
+            |m: &str| ApiError::invalid_msg(format!("{options}.meta.k8s.io \"\" is invalid: {m}"));
         let dry_run = match req.q("dryRun") {
             None | Some("") => false,
             Some("All") => true,
             Some(v) => {
-                return Err(ApiError::invalid_msg(format!(
-                    "dryRun: Unsupported value: \"{v}\": supported values: \"All\""
+                return Err(invalid(&format!(
+                    "dryRun: Unsupported value: [{}]: supported values: \"All\"",
+                    crate::rbac::go_quote(v)
                 )));
             }
         };
         let field_manager = match req.q("fieldManager") {
-            Some(m) if m.chars().count() > 128 => {
-                return Err(ApiError::invalid_msg(
+            Some(m) if m.len() > 128 => {
+                return Err(invalid(
                     "fieldManager: Too long: may not be more than 128 bytes",
                 ));
             }
             Some(m) if m.chars().any(|c| c.is_control()) => {
-                return Err(ApiError::invalid_msg(
+                return Err(invalid(
                     "fieldManager: Invalid value: must only contain printable characters",
                 ));
             }
@@ -590,8 +685,9 @@ impl ApiServer {
             None | Some("") => "Warn",
             Some(v @ ("Ignore" | "Warn" | "Strict")) => v,
             Some(v) => {
-                return Err(ApiError::invalid_msg(format!(
-                    "fieldValidation: Unsupported value: \"{v}\": supported values: \"Ignore\", \"Warn\", \"Strict\""
+                return Err(invalid(&format!(
+                    "fieldValidation: Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                    crate::rbac::go_quote(v)
                 )));
             }
         };
@@ -703,11 +799,19 @@ impl ApiServer {
             return crate::extra::review(self, req, t);
         }
         let mut wo = Self::write_options(req, false)?;
-        let body = h::decode_body_as(req, Some(&t.def.kind))?;
+        let body = decode_object(req, &t.def)?;
         let mut obj = check_body(&t.def, body, t.namespace.as_deref(), None)?;
         obj = self.normalize(&t.def, obj, &mut wo)?;
         let ns = t.ns().to_string();
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
+            // kube-apiserver's storage refuses it, as an internal error.
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
         if t.def.namespaced {
             meta_mut(&mut obj).insert("namespace".into(), Value::String(ns.clone()));
         }
@@ -759,6 +863,7 @@ impl ApiServer {
             ));
         }
         meta::validate_meta(def, &obj)?;
+        let strategy = crate::registry::strategy::for_def(def);
         {
             let m = meta_mut(&mut obj);
             m.insert(
@@ -766,9 +871,9 @@ impl ApiServer {
                 Value::String(uuid::Uuid::new_v4().to_string()),
             );
             m.insert("creationTimestamp".into(), Value::String(meta::now_time()));
-            m.insert("generation".into(), json!(1));
             for f in [
                 "resourceVersion",
+                "generation",
                 "deletionTimestamp",
                 "deletionGracePeriodSeconds",
                 "managedFields",
@@ -780,12 +885,27 @@ impl ApiServer {
         let ty = crate::schema::for_resource(def, None);
         // An applier owns what it applied, not what the server defaults.
         let applied = (operation == "Apply").then(|| fields::paths_of(&obj, ty));
-        crate::defaults::on_create(def, &mut obj);
+        // Decoding: defaults, and the struct fields Go always writes.
+        strategy.default(def, &mut obj);
         crate::schema::default_keys(&mut obj, ty);
+        if def.crd.is_none() {
+            crate::schema::fill_struct_fields(&mut obj, ty);
+        }
+        // An updater owns what the decoded object adds to an empty one.
+        let owned = applied.unwrap_or_else(|| {
+            let mut c = fields::compare(&crate::schema::zero_object(ty), &obj, ty);
+            if def.has_status {
+                c.retain_root("status", false);
+            }
+            c.changed()
+        });
+        strategy.prepare_for_create(def, &mut obj);
+        if def.crd.is_none() {
+            crate::schema::fill_struct_fields(&mut obj, ty);
+        }
         if let Some(crd) = &def.crd {
             crd.validate_rules(def, &obj, None, &def.version)?;
         }
-        let owned = applied.unwrap_or_else(|| fields::paths_of(&obj, ty));
         meta::record_managed(
             &mut obj,
             manager,
@@ -793,6 +913,7 @@ impl ApiServer {
             &def.api_version(),
             None,
             owned,
+            &Default::default(),
             false,
         );
         for attempt in 0..8 {
@@ -828,6 +949,9 @@ impl ApiServer {
                 ));
             }
             meta_mut(&mut obj).insert("name".into(), Value::String(name.clone()));
+            if generate.is_some() {
+                strategy.canonicalize(&mut obj);
+            }
             crate::limits::validate_sizes(def, &obj)?;
             if dry_run {
                 if let Some(existing) = self.storage.get(&def.storage_key(), ns, &name) {
@@ -876,7 +1000,7 @@ impl ApiServer {
     ) -> Result<Response<Body>, ApiError> {
         self.check_sub(t, sub)?;
         let mut wo = Self::write_options(req, false)?;
-        let body = h::decode_body_as(req, Some(&t.def.kind))?;
+        let body = decode_object(req, &t.def)?;
         if sub == Some("scale") {
             return crate::extra::update_scale(self, req, t, name, body, &wo);
         }
@@ -941,18 +1065,27 @@ impl ApiServer {
             if let Some(uid) = meta_str(&obj, "uid").filter(|u| !u.is_empty())
                 && Some(uid) != meta_str(cur, "uid")
             {
+                // As etcd3's storage reports a failed uid precondition.
                 return Err(ApiError::conflict(
                     def,
                     name,
                     &format!(
-                        "Precondition failed: UID in precondition: {}, UID in object meta: {uid}",
+                        "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        storage_key_text(def, ns, name),
                         meta_str(cur, "uid").unwrap_or("")
                     ),
                 ));
             }
             let mut next = merge_for_write(def, cur, &mut obj, sub);
             let ty = crate::schema::for_resource(def, None);
+            let strategy = crate::registry::strategy::for_def(def);
+            if sub != Some("status") {
+                strategy.default(def, &mut next);
+            }
             crate::schema::default_keys(&mut next, ty);
+            if def.crd.is_none() {
+                crate::schema::fill_struct_fields(&mut next, ty);
+            }
             if let Some(crd) = &def.crd {
                 crd.validate_rules(def, &next, Some(cur), &def.version)?;
             }
@@ -963,27 +1096,31 @@ impl ApiServer {
                     .and_then(Value::as_array)
                     .map(|a| a.iter().collect())
                     .unwrap_or_default();
-                let added = next
+                let added: Vec<String> = next
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
-                    .is_some_and(|a| a.iter().any(|f| !old.contains(&f)));
-                if added {
-                    return Err(ApiError::invalid_field(
-                        def,
-                        name,
-                        "metadata.finalizers",
-                        "FieldValueForbidden",
-                        "no new finalizers can be added if the object is being deleted",
-                    ));
+                    .map(|a| {
+                        a.iter()
+                            .filter(|f| !old.contains(f))
+                            .map(|f| crate::rbac::go_quote(f.as_str().unwrap_or_default()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !added.is_empty() {
+                    // kube-apiserver validates the metadata update twice (the generic and
+                    // the kind's checks): the same cause twice, once in the message.
+                    let cause = kubewright_core::StatusCause {
+                        reason: "FieldValueForbidden".into(),
+                        message: format!(
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            added.join(", ")
+                        ),
+                        field: "metadata.finalizers".into(),
+                    };
+                    return Err(ApiError::invalid(def, name, vec![cause.clone(), cause]));
                 }
             }
-            if meta::spec_changed(def, cur, &next) && sub != Some("status") {
-                let g = cur
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
-                meta_mut(&mut next).insert("generation".into(), json!(g + 1));
-            }
+            strategy.prepare_for_update(def, cur, &mut next, sub);
             match &wo.apply {
                 Some((paths, force)) => {
                     meta::record_managed(
@@ -993,19 +1130,24 @@ impl ApiServer {
                         &def.api_version(),
                         sub,
                         paths.clone(),
+                        &Default::default(),
                         *force,
                     );
                 }
                 None => {
-                    let changed = fields::changed_paths(Some(cur), &next, ty);
-                    meta::record_managed(
+                    let mut changed = fields::compare(cur, &next, ty);
+                    // The fields the write may set: a subresource's, or the main resource's.
+                    if sub == Some("status") {
+                        changed.retain_root("status", true);
+                    } else if def.has_status {
+                        changed.retain_root("status", false);
+                    }
+                    meta::record_update(
                         &mut next,
                         &wo.field_manager,
-                        "Update",
                         &def.api_version(),
                         sub,
-                        changed,
-                        true,
+                        &changed,
                     );
                 }
             }
@@ -1067,7 +1209,7 @@ impl ApiServer {
             let ns = meta_str(&obj, "namespace").unwrap_or("").to_string();
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
             match crate::delete::delete_obj(self, &t.def, &ns, &name, &opts) {
-                Ok((_, v)) => deleted.push(self.present(&t.def, &v)),
+                Ok((_, v)) => deleted.push(self.present_item(&t.def, &v)),
                 Err(e) if e.code() == 404 => {}
                 Err(e) => return Err(e),
             }
@@ -1212,23 +1354,42 @@ pub(crate) fn check_body(
             "the request body must be a JSON object",
         ));
     }
-    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
-        && !kind.is_empty()
-        && kind != def.kind
-    {
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())
+        .unwrap_or(&def.kind)
+        .to_string();
+    let av = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string);
+    let (group, version) = match av.as_deref().map(|a| a.rsplit_once('/')) {
+        Some(Some((g, v))) => (g.to_string(), v.to_string()),
+        Some(None) => (String::new(), av.clone().unwrap_or_default()),
+        None => (def.group.clone(), def.version.clone()),
+    };
+    if kind != def.kind || group != def.group {
+        // kube-apiserver's decoder: the body's kind must be registered for its version,
+        // and then convertible to the resource's kind (only the same kind is).
+        let registered = crate::openapi::builtin_kind_definition(&group, &version, &kind).is_some();
+        let why = if def.crd.is_none() && registered {
+            format!(
+                "converting ({version}.{kind}) to ({}.{}): unknown conversion",
+                internal_package(&def.group),
+                def.kind
+            )
+        } else {
+            format!(
+                "no kind \"{kind}\" is registered for version \"{}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\"",
+                av.as_deref().unwrap_or_default()
+            )
+        };
         return Err(ApiError::bad_request(format!(
-            "the kind of the provided object ({kind}) does not match the kind of the requested resource ({})",
+            "{kind} in version \"{version}\" cannot be handled as a {}: {why}",
             def.kind
         )));
-    }
-    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
-        let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-        if !av.is_empty() && group != def.group {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({av}) does not match the expected API version ({})",
-                def.api_version()
-            )));
-        }
     }
     if !obj.get("metadata").is_none_or(Value::is_object) {
         return Err(ApiError::bad_request("metadata must be an object"));
@@ -1327,6 +1488,110 @@ fn is_empty_value(v: &Value) -> bool {
     }
 }
 
+/// Go's `strconv` error for a number that does not parse (`ParseInt`, `ParseUint`).
+fn go_parse_error(func: &str, s: &str) -> String {
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let why = if !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !(func == "ParseUint" && s.starts_with(['-', '+']))
+    {
+        "value out of range"
+    } else {
+        "invalid syntax"
+    };
+    format!(
+        "strconv.{func}: parsing {}: {why}",
+        crate::rbac::go_quote(s)
+    )
+}
+
+/// The etcd key kube-apiserver keeps an object under, as its storage errors name it.
+fn storage_key_text(def: &ResourceDef, ns: &str, name: &str) -> String {
+    let resource = if def.crd.is_some()
+        || matches!(
+            def.group.as_str(),
+            "apiextensions.k8s.io" | "apiregistration.k8s.io"
+        ) {
+        format!("{}/{}", def.group, def.plural)
+    } else {
+        def.plural.clone()
+    };
+    if ns.is_empty() {
+        format!("/registry/{resource}/{name}")
+    } else {
+        format!("/registry/{resource}/{ns}/{name}")
+    }
+}
+
+/// The verb of a request to a collection.
+fn verb_of(method: &http::Method, watch: bool) -> &'static str {
+    match *method {
+        http::Method::GET | http::Method::HEAD if watch => "watch",
+        http::Method::GET | http::Method::HEAD => "list",
+        http::Method::POST => "create",
+        http::Method::DELETE => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// The warning kube-apiserver adds to every request for a deprecated kind.
+fn deprecation_warning(def: &ResourceDef) -> Option<&'static str> {
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("", "ComponentStatus") => Some("v1 ComponentStatus is deprecated in v1.19+"),
+        ("", "Endpoints") => {
+            Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")
+        }
+        _ => None,
+    }
+}
+
+/// Parses a label selector; a selector kube-apiserver refuses gets its error text.
+pub(crate) fn parse_label_selector(s: &str) -> Result<kubewright_core::LabelSelector, ApiError> {
+    if let Some(msg) = crate::error::label_selector_error(s) {
+        return Err(ApiError::bad_request(msg));
+    }
+    kubewright_core::LabelSelector::parse(s)
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))
+}
+
+/// Decodes the body of a create or update of `def` like kube-apiserver: a JSON body that
+/// does not parse gets the decoder's message, naming the expected kind and the start of
+/// the body.
+fn decode_object(req: &Req, def: &ResourceDef) -> Result<Value, ApiError> {
+    h::decode_body_as(req, Some(&def.kind)).map_err(|e| {
+        let ct = req.header("content-type").unwrap_or("").to_ascii_lowercase();
+        let json = ct.is_empty() || ct.starts_with("application/json");
+        if !json || e.code() != 400 || serde_json::from_slice::<Value>(&req.body).is_ok() {
+            return e;
+        }
+        let body = &req.body;
+        let summary = match body.first() {
+            None => "<empty>".to_string(),
+            Some(b'{') if body.len() > 30 => {
+                format!("{} ...", String::from_utf8_lossy(&body[..30]))
+            }
+            Some(b'{') => String::from_utf8_lossy(body).into_owned(),
+            Some(_) => {
+                let hex: String = body.iter().take(30).map(|b| format!("{b:02x}")).collect();
+                if body.len() > 30 { format!("{hex} ...") } else { hex }
+            }
+        };
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {} ({summary})",
+            def.kind,
+            crate::error::go_json_error(body)
+        ))
+    })
+}
+
+/// The Go package an internal type of `group` lives in, as conversion errors name it.
+fn internal_package(group: &str) -> &str {
+    match group {
+        "" | "events.k8s.io" => "core",
+        g => g.split('.').next().unwrap_or(g),
+    }
+}
+
 /// `namespace/name` sort key used by pagination.
 pub(crate) fn object_key(obj: &Value) -> String {
     format!(
@@ -1336,27 +1601,59 @@ pub(crate) fn object_key(obj: &Value) -> String {
     )
 }
 
+/// The continue token kube-apiserver offers with a 410 for an expired one: revision -1
+/// (the latest), the same start key.
+fn encode_continue_inconsistent(key: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"v": "meta.k8s.io/v1", "rv": -1, "start": key}).to_string())
+}
+
 fn encode_continue(rv: u64, key: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(json!({"v": "meta.k8s.io/v1", "rv": rv, "start": key}).to_string())
 }
 
-fn decode_continue(tok: &str) -> Result<(u64, String), ApiError> {
+/// Decodes a continue token as kube-apiserver's storage does, with its error texts: the
+/// revision (-1: the latest, an inconsistent continuation) and the key to start after.
+fn decode_continue(tok: &str) -> Result<(i64, String), ApiError> {
     use base64::Engine;
-    let bad = |why: &str| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let bad = |why: &str| {
+        ApiError::bad_request(format!(
+            "invalid continue token: continue key is not valid{why}"
+        ))
+    };
+    // Go's base64.RawURLEncoding: no padding accepted.
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(tok.trim_end_matches('='))
-        .map_err(|_| bad("not base64"))?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad("not JSON"))?;
-    let rv = v
-        .get("rv")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| bad("missing resource version"))?;
-    let start = v
-        .get("start")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad("missing start key"))?;
+        .decode(tok)
+        .map_err(|e| {
+            let at = match e {
+                base64::DecodeError::InvalidByte(i, _)
+                | base64::DecodeError::InvalidLastSymbol(i, _) => i,
+                base64::DecodeError::InvalidLength(n) => n,
+                base64::DecodeError::InvalidPadding => tok.find('=').unwrap_or(0),
+            };
+            bad(&format!(": illegal base64 data at input byte {at}"))
+        })?;
+    let v: Value = serde_json::from_slice(&raw)
+        .map_err(|_| bad(&format!(": {}", crate::error::go_json_error(&raw))))?;
+    let version = v.get("v").and_then(Value::as_str).unwrap_or("");
+    if version != "meta.k8s.io/v1" {
+        return Err(bad(&format!(
+            ": server does not recognize this encoded version {version}"
+        )));
+    }
+    let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
+    if rv == 0 {
+        return Err(bad(
+            ": incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
+    }
+    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    if start.is_empty() {
+        return Err(bad(": encoded start key empty (version meta.k8s.io/v1)"));
+    }
     Ok((rv, start.to_string()))
 }
 

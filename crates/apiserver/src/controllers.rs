@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const CRD_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+const CRD_DEFINITION: &str =
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition";
 
 /// Runs the controllers until cancelled.
 pub async fn run(srv: Arc<ApiServer>, stop: CancellationToken) {
@@ -150,6 +152,17 @@ fn crds(srv: &Arc<ApiServer>) {
                 };
                 let mut next = (**cur).clone();
                 next["status"] = crate::crd::established_status(&next);
+                // Recorded as kube-apiserver's CRD controllers write it.
+                let ty = crate::schema::builtin_def(CRD_DEFINITION);
+                let mut changed = crate::fields::compare(cur, &next, ty);
+                changed.retain_root("status", true);
+                crate::meta::record_update(
+                    &mut next,
+                    "kube-apiserver",
+                    "apiextensions.k8s.io/v1",
+                    Some("status"),
+                    &changed,
+                );
                 Ok(Mutation::Put(next))
             });
         }

@@ -10,6 +10,8 @@ use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
 /// Parsed DeleteOptions.
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOptions {
@@ -58,14 +60,13 @@ impl DeleteOptions {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             if let Some(dr) = b.get("dryRun").and_then(Value::as_array) {
-                for v in dr {
-                    if v != "All" {
-                        return Err(ApiError::invalid_msg(format!(
-                            "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: {v}: supported values: \"All\""
-                        )));
-                    }
-                    o.dry_run = true;
+                if dr.iter().any(|v| v != "All") {
+                    return Err(ApiError::invalid_msg(format!(
+                        "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: {}: supported values: \"All\"",
+                        Value::Array(dr.clone())
+                    )));
                 }
+                o.dry_run = !dr.is_empty();
             }
         } else {
             o.propagation = req
@@ -84,21 +85,24 @@ impl DeleteOptions {
                 Some("All") => o.dry_run = true,
                 Some(v) => {
                     return Err(ApiError::invalid_msg(format!(
-                        "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: \"{v}\": supported values: \"All\""
+                        "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [{}]: supported values: \"All\"",
+                        crate::rbac::go_quote(v)
                     )));
                 }
             }
         }
-        if orphan.is_some() && o.propagation.is_some() {
-            return Err(ApiError::invalid_msg(
-                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"\": orphanDependents and deletionPropagation cannot be both set",
-            ));
+        if let (Some(_), Some(p)) = (orphan, &o.propagation) {
+            return Err(ApiError::invalid_msg(format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: {}: orphanDependents and deletionPropagation cannot be both set",
+                crate::rbac::go_quote(p)
+            )));
         }
         if let Some(p) = &o.propagation
             && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
         {
             return Err(ApiError::invalid_msg(format!(
-                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+                crate::rbac::go_quote(p)
             )));
         }
         if orphan == Some(true) {
@@ -134,6 +138,21 @@ pub fn delete_one(
     ))
 }
 
+/// A failed delete precondition: kube-apiserver names the kind, not the resource.
+fn precondition_failed(def: &ResourceDef, name: &str, why: String) -> ApiError {
+    let kind = if def.group.is_empty() {
+        def.kind.clone()
+    } else {
+        format!("{}.{}", def.kind, def.group)
+    };
+    let mut e = ApiError::conflict(def, name, &why);
+    e.0.message = format!("Operation cannot be fulfilled on {kind} \"{name}\": {why}");
+    if let Some(d) = e.0.details.as_mut() {
+        d.kind = def.kind.clone();
+    }
+    e
+}
+
 /// Deletes or marks for deletion. Returns whether the object is gone and its last state.
 pub fn delete_obj(
     srv: &Arc<ApiServer>,
@@ -148,15 +167,16 @@ pub fn delete_obj(
         let Some(cur) = cur else { return Err(ApiError::not_found(def, name)) };
         if let Some(uid) = &o.uid
             && meta_str(cur, "uid") != Some(uid.as_str()) {
-                return Err(ApiError::conflict(def, name, &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta_str(cur, "uid").unwrap_or(""))));
+                return Err(precondition_failed(def, name, format!(
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated", meta_str(cur, "uid").unwrap_or(""))));
             }
         if let Some(rv) = &o.resource_version
             && meta_str(cur, "resourceVersion") != Some(rv.as_str()) {
-                return Err(ApiError::conflict(def, name, &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta_str(cur, "resourceVersion").unwrap_or(""))));
+                return Err(precondition_failed(def, name, format!(
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified", meta_str(cur, "resourceVersion").unwrap_or(""))));
             }
         let being_deleted = cur.pointer("/metadata/deletionTimestamp").is_some();
+        let is_crd = def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions";
         if is_ns && being_deleted {
             let mut e = ApiError::conflict(def, name, "");
             e.0.message = "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.".into();
@@ -164,6 +184,10 @@ pub fn delete_obj(
         }
         let mut next = (**cur).clone();
         let mut fins: Vec<Value> = next.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+        if is_crd && !being_deleted && !fins.iter().any(|f| f == CRD_CLEANUP) {
+            // Like the CRD storage: custom resources are cleaned up before the CRD goes.
+            fins.push(json!(CRD_CLEANUP));
+        }
         if !being_deleted {
             let extra = match o.propagation.as_deref() {
                 Some("Foreground") => Some("foregroundDeletion"),
@@ -191,12 +215,29 @@ pub fn delete_obj(
                 m.remove("finalizers");
             }
             m.insert("deletionTimestamp".into(), json!(meta::now_time()));
-            m.insert("deletionGracePeriodSeconds".into(), json!(0));
-            let g = m.get("generation").and_then(Value::as_i64).unwrap_or(1);
-            m.insert("generation".into(), json!(g + 1));
+            // Namespaces and CRDs have their own deletion; other kinds are marked as
+            // kube-apiserver's store marks an object with pending finalizers.
+            if !is_ns && !is_crd {
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if let Some(g) = m.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+                    m.insert("generation".into(), json!(g + 1));
+                }
+            }
         }
         if is_ns {
             next["status"]["phase"] = json!("Terminating");
+        }
+        if is_crd {
+            let cond = json!({"type": "Terminating", "status": "True", "lastTransitionTime": meta::now_time(),
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"});
+            match next.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+                Some(c) => {
+                    c.retain(|c| c.get("type") != Some(&json!("Terminating")));
+                    c.push(cond);
+                }
+                None => next["status"]["conditions"] = json!([cond]),
+            }
         }
         out = Some((false, next.clone()));
         Ok(if o.dry_run { Mutation::Keep } else { Mutation::Put(next) })

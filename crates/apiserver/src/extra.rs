@@ -67,9 +67,14 @@ pub fn to_scale(def: &ResourceDef, obj: &Value) -> Result<Value, ApiError> {
     if let Some(ns) = meta_str(obj, "namespace") {
         meta["namespace"] = json!(ns);
     }
+    // `selector` is omitted when empty, as Go writes it.
+    let mut scale_status = json!({"replicas": status});
+    if !selector.is_empty() {
+        scale_status["selector"] = json!(selector);
+    }
     Ok(json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
-        "spec": {"replicas": spec}, "status": {"replicas": status, "selector": selector},
+        "spec": {"replicas": spec}, "status": scale_status,
     }))
 }
 
@@ -163,7 +168,7 @@ pub fn apply_scale(
         &t.def,
         t.namespace.as_deref().unwrap_or(""),
         name,
-        None,
+        Some("scale"),
         next,
         wo,
         false,
@@ -172,20 +177,114 @@ pub fn apply_scale(
     Ok(stored)
 }
 
-/// Access reviews: allow-all authorization, answered without storing anything.
+/// Access and token reviews: answered by the server's authenticator and authorizer,
+/// without storing anything.
 pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
     let mut body = h::decode_body(req)?;
+    if !body.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {})",
+            t.def.kind
+        )));
+    }
     let user = &req.user;
+    // A SubjectAccessReview asks about the user in its spec, as given (no groups added).
+    let subject;
+    let user = match t.def.kind.as_str() {
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            let strs = |k: &str| -> Vec<String> {
+                body.pointer(&format!("/spec/{k}"))
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let extra = body
+                .pointer("/spec/extra")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            let vals = v
+                                .as_array()
+                                .map(|a| {
+                                    a.iter()
+                                        .filter_map(Value::as_str)
+                                        .map(str::to_string)
+                                        .collect()
+                                })
+                                .unwrap_or_default();
+                            (k.clone(), vals)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            subject = crate::rbac::UserInfo {
+                name: body
+                    .pointer("/spec/user")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
+                uid: body
+                    .pointer("/spec/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
+                groups: strs("groups"),
+                extra,
+            };
+            &subject
+        }
+        _ => user,
+    };
+    if t.def.kind == "LocalSubjectAccessReview"
+        && let Some(ns) = t.namespace.as_deref()
+    {
+        body["metadata"]["namespace"] = json!(ns);
+    }
     let status = match t.def.kind.as_str() {
-        "SelfSubjectAccessReview" => {
+        "TokenReview" => {
+            let token = body
+                .pointer("/spec/token")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match srv.authenticate(Some(token)).filter(|_| !token.is_empty()) {
+                Some(u) => {
+                    let mut info = json!({"username": u.name});
+                    if !u.uid.is_empty() {
+                        info["uid"] = json!(u.uid);
+                    }
+                    info["groups"] = json!(u.groups);
+                    if !u.extra.is_empty() {
+                        info["extra"] = json!(u.extra);
+                    }
+                    json!({"authenticated": true, "user": info, "audiences": ["https://kubernetes.default.svc.cluster.local"]})
+                }
+                None => json!({"user": {}, "error": "invalid bearer token"}),
+            }
+        }
+        "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" => {
             let ra = body
                 .pointer("/spec/resourceAttributes")
                 .cloned()
                 .unwrap_or(Value::Null);
             if ra.is_null() {
-                // Non-resource URLs: allowed for administrators only.
-                let allowed = user.groups.iter().any(|g| g == "system:masters");
-                json!({"allowed": allowed})
+                let nra = body
+                    .pointer("/spec/nonResourceAttributes")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let s = |k: &str| nra.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                let (verb, path) = (s("verb"), s("path"));
+                let allowed = crate::rbac::authorize_path(srv, user, &verb, &path);
+                let why = crate::rbac::Request::Path {
+                    verb: &verb,
+                    path: &path,
+                };
+                allowed_status(srv, user, allowed, &why)
             } else {
                 let s = |k: &str| ra.get(k).and_then(Value::as_str).unwrap_or("").to_string();
                 let (verb, group, resource, sub, ns, name) = (
@@ -205,7 +304,7 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     name: &name,
                 };
                 let allowed = crate::rbac::authorize(srv, user, &attrs);
-                json!({"allowed": allowed, "reason": if allowed { "allowed by RBAC" } else { "" }})
+                allowed_status(srv, user, allowed, &crate::rbac::Request::Resource(&attrs))
             }
         }
         "SelfSubjectRulesReview" => {
@@ -241,12 +340,33 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
         }
         _ => return Err(ApiError::method_not_allowed("not supported")),
     };
+    // As kube-apiserver's create handler: the request's fields recorded for its manager.
+    let manager = crate::meta::manager_from_user_agent(req.header("user-agent"));
+    let ty = crate::schema::for_resource(&t.def, None);
+    let mut request = body.clone();
+    if let Some(o) = request.as_object_mut() {
+        o.remove("status");
+    }
+    let owned = crate::fields::compare(&crate::schema::zero_object(ty), &request, ty).changed();
     body["status"] = status;
     body["apiVersion"] = json!(t.def.api_version());
     body["kind"] = json!(t.def.kind);
-    if body.get("metadata").is_none() {
+    if !body.get("metadata").is_some_and(Value::is_object) {
         body["metadata"] = json!({});
     }
+    if t.def.kind == "SelfSubjectReview" {
+        body["metadata"]["creationTimestamp"] = json!(crate::meta::now_time());
+    }
+    crate::meta::record_managed(
+        &mut body,
+        &manager,
+        "Update",
+        &t.def.api_version(),
+        None,
+        owned,
+        &Default::default(),
+        false,
+    );
     Ok(h::encode(
         StatusCode::CREATED,
         &body,
@@ -308,6 +428,23 @@ fn bind_token_to_pod(
         }
     }
     Ok(())
+}
+
+/// An access review's status: kube-apiserver gives a reason only when RBAC allows (not
+/// for `system:masters`, nor for a denial).
+fn allowed_status(
+    srv: &ApiServer,
+    user: &crate::rbac::UserInfo,
+    allowed: bool,
+    req: &crate::rbac::Request<'_>,
+) -> Value {
+    let reason = (allowed && !user.is_master())
+        .then(|| crate::rbac::allow_reason(srv, user, req))
+        .flatten();
+    match reason {
+        Some(r) => json!({"allowed": true, "reason": r}),
+        None => json!({"allowed": allowed}),
+    }
 }
 
 /// POST to an object's subresource (`pods/eviction`, `pods/binding`, `serviceaccounts/token`).

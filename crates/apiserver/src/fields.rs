@@ -101,10 +101,31 @@ pub fn missing_key(v: &Value, ty: Option<Ty<'_>>, at: &mut String) -> Option<Str
     }
 }
 
+/// Metadata the field manager never tracks: identity and server-set fields.
+const UNTRACKED_META: [&str; 10] = [
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "selfLink",
+    "managedFields",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
+
+fn tracked_meta(meta: &Map<String, Value>) -> Map<String, Value> {
+    meta.iter()
+        .filter(|(k, _)| !UNTRACKED_META.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// The field paths set in `v` (of type `ty`), as structured-merge-diff computes a field set:
 /// scalars, atomic lists, atomic structs and maps, empty maps and nulls are leaves; items
-/// of map-lists (`k:`) and sets (`v:`) are members themselves. Of the metadata only
-/// labels, annotations, finalizers and ownerReferences are tracked.
+/// of map-lists (`k:`) and sets (`v:`) are members themselves. Server-set metadata (name,
+/// uid, resourceVersion, ...) is not tracked.
 pub fn paths_of(v: &Value, ty: Option<Ty<'_>>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
     let Some(root) = v.as_object() else {
@@ -119,16 +140,7 @@ pub fn paths_of(v: &Value, ty: Option<Ty<'_>>) -> BTreeSet<Path> {
             let Some(meta) = child.as_object() else {
                 continue;
             };
-            let tracked: Map<String, Value> = meta
-                .iter()
-                .filter(|(mk, _)| {
-                    matches!(
-                        mk.as_str(),
-                        "labels" | "annotations" | "finalizers" | "ownerReferences"
-                    )
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            let tracked = tracked_meta(meta);
             if !tracked.is_empty() {
                 prefix.push(Step::Field("metadata".into()));
                 walk(
@@ -344,24 +356,189 @@ pub fn has_children(set: &BTreeSet<Path>, p: &Path) -> bool {
         .is_some_and(|next| next.len() > p.len() && next.starts_with(p))
 }
 
-/// The paths an update sets: leaves whose value differs between `old` and `new`, and items
-/// (and other members with children) that `new` adds.
-pub fn changed_paths(old: Option<&Value>, new: &Value, ty: Option<Ty<'_>>) -> BTreeSet<Path> {
-    let new_paths = paths_of(new, ty);
-    let Some(old) = old else {
-        return new_paths;
+/// What an update changed, as structured-merge-diff's `Compare` reports it: the basis of
+/// an `Update` operation's managed fields.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Comparison {
+    /// Members present in the new object only: fields, and maps and list items with all
+    /// their members (a map or item that has members too gets a `.` in FieldsV1).
+    pub added: BTreeSet<Path>,
+    /// Leaves whose value changed.
+    pub modified: BTreeSet<Path>,
+    /// Members present in the old object only.
+    pub removed: BTreeSet<Path>,
+}
+
+impl Comparison {
+    /// Added and modified members: what the writer now owns.
+    pub fn changed(&self) -> BTreeSet<Path> {
+        self.added.union(&self.modified).cloned().collect()
+    }
+
+    /// Keeps the members under `root` (`keep` true) or all others (`keep` false): the
+    /// fields a subresource may write (`status`) or the main resource may (all but it).
+    pub fn retain_root(&mut self, root: &str, keep: bool) {
+        let under = |p: &Path| p.first() == Some(&Step::Field(root.to_string()));
+        for set in [&mut self.added, &mut self.modified, &mut self.removed] {
+            set.retain(|p| under(p) == keep);
+        }
+    }
+}
+
+/// Compares two versions of an object of type `ty` (`old` is
+/// [`crate::schema::zero_object`] for a create). A member counts as added when `old` lacks
+/// its key (a `null` there is a value); a `null` in `new` counts as absent.
+pub fn compare(old: &Value, new: &Value, ty: Option<Ty<'_>>) -> Comparison {
+    let mut c = Comparison::default();
+    let empty = Map::new();
+    let (o, n) = (
+        old.as_object().unwrap_or(&empty),
+        new.as_object().unwrap_or(&empty),
+    );
+    let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut prefix = Vec::new();
+    for k in keys {
+        if k == "apiVersion" || k == "kind" {
+            continue;
+        }
+        prefix.push(Step::Field(k.clone()));
+        if k == "metadata" {
+            // Every object has metadata: it is never added or removed itself.
+            let m = |v: Option<&Value>| {
+                Some(tracked_meta(v.and_then(Value::as_object).unwrap_or(&empty)))
+            };
+            let (om, nm) = (m(o.get(k)), m(n.get(k)));
+            cmp(
+                om.map(Value::Object).as_ref(),
+                nm.map(Value::Object).as_ref(),
+                schema::builtin_def(OBJECT_META),
+                false,
+                &mut prefix,
+                &mut c,
+            );
+        } else {
+            let f = schema::field(ty, k);
+            cmp(
+                o.get(k),
+                n.get(k),
+                f.map(|f| f.ty),
+                f.is_some_and(|f| f.is_atomic_object()),
+                &mut prefix,
+                &mut c,
+            );
+        }
+        prefix.pop();
+    }
+    c
+}
+
+fn cmp(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    ty: Option<Ty<'_>>,
+    atomic: bool,
+    prefix: &mut Path,
+    c: &mut Comparison,
+) {
+    let new = new.filter(|v| !v.is_null());
+    match (old, new) {
+        (None, None) => return,
+        (None, Some(_)) => {
+            c.added.insert(prefix.clone());
+        }
+        (Some(_), None) => {
+            c.removed.insert(prefix.clone());
+        }
+        (Some(_), Some(_)) => {}
+    }
+    // A `null` was present (no `.` for what replaces it), but has no members.
+    let present = old;
+    let old = old.filter(|v| !v.is_null());
+    let leaf = match (old, new) {
+        _ if atomic => true,
+        (Some(Value::Object(_)) | None, Some(Value::Object(_)) | None) => false,
+        (Some(Value::Array(_)) | None, Some(Value::Array(_)) | None) => !ty
+            .and_then(|t| t.list())
+            .is_some_and(|(_, lt, _)| lt != ListType::Atomic),
+        _ => true,
     };
-    new_paths
-        .iter()
-        .filter(|p| {
-            if has_children(&new_paths, p) {
-                get_path(old, p, ty).is_none()
-            } else {
-                get_path(old, p, ty) != get_path(new, p, ty)
+    if leaf {
+        if let (Some(a), Some(b)) = (present, new)
+            && !json_eq(a, b)
+        {
+            c.modified.insert(prefix.clone());
+        }
+        return;
+    }
+    match (old, new) {
+        (Some(Value::Array(_)) | None, Some(Value::Array(_)) | None) => {
+            let Some((item_ty, lt, keys)) = ty.and_then(|t| t.list()) else {
+                return;
+            };
+            let items = |v: Option<&Value>| -> Vec<(Step, Value)> {
+                v.and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|i| {
+                                let step = match lt {
+                                    ListType::Map => item_key(i, item_ty, keys)?,
+                                    _ => Step::Value(i.to_string()),
+                                };
+                                Some((step, i.clone()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let (oi, ni) = (items(old), items(new));
+            let mut steps: Vec<&Step> = oi.iter().chain(ni.iter()).map(|(s, _)| s).collect();
+            steps.sort();
+            steps.dedup();
+            for step in steps {
+                let a = oi.iter().find(|(s, _)| s == step).map(|(_, v)| v);
+                let b = ni.iter().find(|(s, _)| s == step).map(|(_, v)| v);
+                prefix.push(step.clone());
+                if lt == ListType::Map {
+                    cmp(a, b, Some(item_ty), item_ty.is_atomic_object(), prefix, c);
+                } else {
+                    // A set member is its value: added or removed, never modified.
+                    match (a, b) {
+                        (None, Some(_)) => {
+                            c.added.insert(prefix.clone());
+                        }
+                        (Some(_), None) => {
+                            c.removed.insert(prefix.clone());
+                        }
+                        _ => {}
+                    }
+                }
+                prefix.pop();
             }
-        })
-        .cloned()
-        .collect()
+        }
+        _ => {
+            let empty = Map::new();
+            let o = old.and_then(Value::as_object).unwrap_or(&empty);
+            let n = new.and_then(Value::as_object).unwrap_or(&empty);
+            let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let f = schema::field(ty, k);
+                prefix.push(Step::Field(k.clone()));
+                cmp(
+                    o.get(k),
+                    n.get(k),
+                    f.map(|f| f.ty),
+                    f.is_some_and(|f| f.is_atomic_object()),
+                    prefix,
+                    c,
+                );
+                prefix.pop();
+            }
+        }
+    }
 }
 
 fn step_key(s: &Step) -> String {
@@ -487,8 +664,9 @@ mod tests {
         assert_eq!(from_fields_v1(&trie), paths);
         let mut changed = obj.clone();
         changed["spec"]["replicas"] = json!(3);
-        let diff = changed_paths(Some(&obj), &changed, deployment());
-        assert_eq!(diff.len(), 1);
+        let diff = compare(&obj, &changed, deployment());
+        assert_eq!(diff.changed().len(), 1);
+        assert!(diff.removed.is_empty());
     }
 
     #[test]
@@ -528,7 +706,7 @@ mod tests {
         let mut new = old.clone();
         new["spec"]["template"]["spec"]["containers"][0]["env"] =
             json!([{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]);
-        let diff = to_fields_v1(&changed_paths(Some(&old), &new, deployment()));
+        let diff = to_fields_v1(&compare(&old, &new, deployment()).changed());
         let env =
             &diff["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["f:env"];
         // A changed value: the leaf only; an added item: the item and its fields.
@@ -537,6 +715,48 @@ mod tests {
             env["k:{\"name\":\"B\"}"],
             json!({".": {}, "f:name": {}, "f:value": {}})
         );
+    }
+
+    #[test]
+    fn creates_mark_maps_and_items_the_empty_object_lacks() {
+        // As kube-apiserver records a create: `spec`, `strategy` and the template exist
+        // in an empty Deployment (struct fields without a pointer); labels, rollingUpdate
+        // and container items do not, so they carry a `.`.
+        let ty = deployment();
+        let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "x", "generateName": "x-", "labels": {"a": "b"}},
+            "spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+                    "containers": [{"name": "c", "image": "i", "resources": {}}]}}}});
+        let trie = to_fields_v1(&compare(&schema::zero_object(ty), &obj, ty).changed());
+        assert_eq!(
+            trie["f:metadata"],
+            json!({"f:generateName": {}, "f:labels": {".": {}, "f:a": {}}})
+        );
+        let spec = &trie["f:spec"];
+        assert!(spec.get(".").is_none() && spec["f:strategy"].get(".").is_none());
+        assert_eq!(
+            spec["f:strategy"]["f:rollingUpdate"],
+            json!({".": {}, "f:maxSurge": {}})
+        );
+        let pod = &spec["f:template"]["f:spec"];
+        assert!(pod["f:containers"].get(".").is_none());
+        assert_eq!(
+            pod["f:containers"]["k:{\"name\":\"c\"}"],
+            json!({".": {}, "f:image": {}, "f:name": {}, "f:resources": {}})
+        );
+    }
+
+    #[test]
+    fn updates_report_removed_members() {
+        let ty = schema::builtin_def("io.k8s.api.core.v1.ConfigMap");
+        let old = json!({"data": {"a": "1", "b": "2"}});
+        let new = json!({"data": {"a": "1", "c": "3"}});
+        let c = compare(&old, &new, ty);
+        let p = |k: &str| vec![Step::Field("data".into()), Step::Field(k.into())];
+        assert_eq!(c.added, BTreeSet::from([p("c")]));
+        assert_eq!(c.removed, BTreeSet::from([p("b")]));
+        assert!(c.modified.is_empty());
     }
 
     #[test]

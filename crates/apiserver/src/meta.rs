@@ -78,13 +78,13 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
     }
     if label_kinds {
         if !is_dns_label(name) {
-            return Err(format!(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'); got {name:?}"
+            return Err(String::from(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
             ));
         }
     } else if !is_dns_subdomain(name) {
-        return Err(format!(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'); got {name:?}"
+        return Err(String::from(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
         ));
     }
     Ok(())
@@ -95,14 +95,19 @@ pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     let name = meta_str(obj, "name").unwrap_or("");
     let mut causes = Vec::new();
     if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+        // As kube-apiserver's ValidateLabels: a cause per problem, at `metadata.labels`.
+        let invalid = |value: &str, msg: String| StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {}: {msg}", crate::rbac::go_quote(value)),
+            field: "metadata.labels".into(),
+        };
         for (k, v) in labels {
-            let sel = format!("{k}={}", v.as_str().unwrap_or(""));
-            if !v.is_string() || kubewright_core::LabelSelector::parse(&sel).is_err() {
-                causes.push(StatusCause {
-                    reason: "FieldValueInvalid".into(),
-                    message: format!("Invalid value: {v}: label key and value must be valid"),
-                    field: format!("metadata.labels.{k}"),
-                });
+            for msg in crate::error::qualified_name_errors(k) {
+                causes.push(invalid(k, msg));
+            }
+            let v = v.as_str().unwrap_or_default();
+            for msg in crate::error::label_value_errors(v) {
+                causes.push(invalid(v, msg));
             }
         }
     }
@@ -153,24 +158,6 @@ pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     }
 }
 
-/// Whether anything outside `metadata` and `status` changed (generation rule). For
-/// custom resources without a status subresource, anything outside metadata counts.
-pub fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("metadata");
-            o.remove("apiVersion");
-            o.remove("kind");
-            if def.has_status {
-                o.remove("status");
-            }
-        }
-        v
-    };
-    strip(old) != strip(new)
-}
-
 /// Compares two objects ignoring resourceVersion and managedFields timestamps.
 pub fn semantically_equal(a: &Value, b: &Value) -> bool {
     let norm = |v: &Value| -> Value {
@@ -190,8 +177,32 @@ pub fn semantically_equal(a: &Value, b: &Value) -> bool {
     norm(a) == norm(b)
 }
 
-/// Records a write by `manager` in managedFields. `apply` chooses the operation;
-/// `changed` are the paths this write set.
+/// Records an `Update` by `manager` as structured-merge-diff does: the manager keeps what
+/// it owned less what the write removed, and gains what it added or modified, which the
+/// other managers lose.
+pub fn record_update(
+    obj: &mut Value,
+    manager: &str,
+    api_version: &str,
+    subresource: Option<&str>,
+    cmp: &fields::Comparison,
+) {
+    record_managed(
+        obj,
+        manager,
+        "Update",
+        api_version,
+        subresource,
+        cmp.changed(),
+        &cmp.removed,
+        true,
+    );
+}
+
+/// Records a write by `manager` in managedFields. `operation` is `Update` or `Apply`;
+/// `owned` are the paths this write set, `removed` those it dropped (no longer owned by
+/// an updater).
+#[allow(clippy::too_many_arguments)]
 pub fn record_managed(
     obj: &mut Value,
     manager: &str,
@@ -199,6 +210,7 @@ pub fn record_managed(
     api_version: &str,
     subresource: Option<&str>,
     owned: std::collections::BTreeSet<fields::Path>,
+    removed: &std::collections::BTreeSet<fields::Path>,
     take_from_others: bool,
 ) {
     let mut entries: Vec<Value> = obj
@@ -221,6 +233,7 @@ pub fn record_managed(
             .map(fields::from_fields_v1)
             .unwrap_or_default()
     };
+    mine.retain(|p| !removed.contains(p));
     mine.extend(owned.iter().cloned());
     let mut out = Vec::new();
     for e in entries.drain(..) {
@@ -252,11 +265,25 @@ pub fn record_managed(
             "fieldsType": "FieldsV1",
             "fieldsV1": fields::to_fields_v1(&mine),
         });
+        // kube-apiserver's entries for the scale subresource carry no time (they are
+        // converted from the Scale's own).
+        if subresource == Some("scale")
+            && let Some(o) = entry.as_object_mut()
+        {
+            o.remove("time");
+        }
         if let Some(s) = subresource {
             entry["subresource"] = Value::String(s.into());
         }
         out.push(entry);
     }
+    // kube-apiserver's order: by operation (Apply first), time, manager, apiVersion,
+    // subresource.
+    let key = |e: &Value| {
+        ["operation", "time", "manager", "apiVersion", "subresource"]
+            .map(|k| e.get(k).and_then(Value::as_str).unwrap_or("").to_string())
+    };
+    out.sort_by_key(key);
     let m = meta_mut(obj);
     if out.is_empty() {
         m.remove("managedFields");

@@ -103,6 +103,7 @@ fn snapshot(srv: &ApiServer) -> BTreeMap<(String, String), Vec<Entry>> {
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .all()
+        .filter(|d| !d.is_virtual())
         .cloned()
         .collect();
     let mut out: BTreeMap<(String, String), Vec<Entry>> = BTreeMap::new();

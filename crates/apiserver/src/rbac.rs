@@ -246,6 +246,105 @@ pub fn authorize_path(srv: &ApiServer, user: &UserInfo, verb: &str, path: &str) 
     })
 }
 
+/// What may be asked of the authorizer: a resource request or a non-resource path.
+pub enum Request<'a> {
+    /// A resource request.
+    Resource(&'a Attributes<'a>),
+    /// A non-resource URL with its verb.
+    Path { verb: &'a str, path: &'a str },
+}
+
+/// Why RBAC allows `req` for `user`, as kube-apiserver's RBAC authorizer words it
+/// (`RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to Group "g"`): the first
+/// binding, cluster role bindings first, whose role has a rule that allows it. `None` when
+/// no binding does.
+pub fn allow_reason(srv: &ApiServer, user: &UserInfo, req: &Request<'_>) -> Option<String> {
+    let allows = |rule: &Value| match req {
+        Request::Resource(a) => rule_allows(rule, a),
+        Request::Path { verb, path } => {
+            strs(rule, "verbs").iter().any(|v| v == "*" || v == verb)
+                && strs(rule, "nonResourceURLs").iter().any(|u| {
+                    u == "*"
+                        || u == path
+                        || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
+                })
+        }
+    };
+    let namespace = match req {
+        Request::Resource(a) => a.namespace,
+        Request::Path { .. } => "",
+    };
+    let describe = |subject: &Value, binding_ns: &str| {
+        let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
+        let name = subject.get("name").and_then(Value::as_str).unwrap_or("");
+        let ns = subject
+            .get("namespace")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(binding_ns);
+        if kind == "ServiceAccount" && !ns.is_empty() {
+            format!("{kind} {}", go_quote(&format!("{name}/{ns}")))
+        } else {
+            format!("{kind} {}", go_quote(name))
+        }
+    };
+    let role = |kind: &str, ns: &str, name: &str| -> Vec<Value> {
+        let key = if kind == "ClusterRole" {
+            "rbac.authorization.k8s.io/clusterroles"
+        } else {
+            "rbac.authorization.k8s.io/roles"
+        };
+        let ns = if kind == "ClusterRole" { "" } else { ns };
+        srv.storage
+            .get(key, ns, name)
+            .and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+    };
+    let mut sources = vec![(
+        "rbac.authorization.k8s.io/clusterrolebindings",
+        None::<&str>,
+    )];
+    if !namespace.is_empty() {
+        sources.push(("rbac.authorization.k8s.io/rolebindings", Some(namespace)));
+    }
+    for (key, ns) in sources {
+        for b in srv.storage.list(key, ns).0 {
+            let binding_ns = ns.unwrap_or("");
+            let Some(subject) = strs_subjects(&b)
+                .into_iter()
+                .find(|s| subject_matches(s, user, binding_ns))
+            else {
+                continue;
+            };
+            let role_kind = b
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let role_name = b
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !role(role_kind, binding_ns, role_name).iter().any(&allows) {
+                continue;
+            }
+            let name = b
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let binding = match ns {
+                None => format!("ClusterRoleBinding {}", go_quote(name)),
+                Some(n) => format!("RoleBinding {}", go_quote(&format!("{name}/{n}"))),
+            };
+            return Some(format!(
+                "RBAC: allowed by {binding} of {role_kind} {} to {}",
+                go_quote(role_name),
+                describe(&subject, binding_ns)
+            ));
+        }
+    }
+    None
+}
+
 /// A string quoted like Go's `%q` (`strconv.Quote`), as kube-apiserver quotes names in its
 /// messages.
 pub(crate) fn go_quote(s: &str) -> String {

@@ -4,6 +4,8 @@
 //! constants and scope markers); the list of types is the only input. Custom resources are
 //! added and removed at run time as CRDs become Established or are deleted.
 
+pub mod strategy;
+
 use crate::crd::CrdSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -196,6 +198,7 @@ fn names_for(group: &str, plural: &str) -> (Vec<String>, Vec<String>) {
         ("batch", "cronjobs") => &["cj"],
         ("autoscaling", "horizontalpodautoscalers") => &["hpa"],
         ("networking.k8s.io", "ingresses") => &["ing"],
+        ("networking.k8s.io", "ipaddresses") => &["ip"],
         ("networking.k8s.io", "networkpolicies") => &["netpol"],
         ("policy", "poddisruptionbudgets") => &["pdb"],
         ("storage.k8s.io", "storageclasses") => &["sc"],
@@ -215,10 +218,26 @@ fn names_for(group: &str, plural: &str) -> (Vec<String>, Vec<String>) {
             | ("batch", "jobs" | "cronjobs")
             | ("autoscaling", "horizontalpodautoscalers")
     );
-    (
-        short.iter().map(|s| s.to_string()).collect(),
-        if all { vec!["all".to_string()] } else { vec![] },
-    )
+    let extensions = matches!(
+        (group, plural),
+        ("apiregistration.k8s.io", "apiservices")
+            | ("apiextensions.k8s.io", "customresourcedefinitions")
+            | (
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations"
+                    | "validatingwebhookconfigurations"
+                    | "validatingadmissionpolicies"
+                    | "validatingadmissionpolicybindings"
+            )
+    );
+    let categories = if all {
+        vec!["all".to_string()]
+    } else if extensions {
+        vec!["api-extensions".to_string()]
+    } else {
+        vec![]
+    };
+    (short.iter().map(|s| s.to_string()).collect(), categories)
 }
 
 /// Calls `$m!($($args)* <every served built-in type>)`: the one list of built-in kinds,
@@ -292,13 +311,58 @@ macro_rules! builtins {
 /// Every built-in resource served (GA APIs and the API extension and aggregation types).
 pub fn builtin_resources() -> Vec<ResourceDef> {
     let mut defs = builtin_types!(builtins!());
-    // Namespaces: the `/status` and `/finalize` subresources are handled specially.
+    // Namespaces: the `/status` and `/finalize` subresources are handled specially, and
+    // they cannot be deleted as a collection.
     for d in &mut defs {
+        // CSINodes have no status (k8s-openapi's probe cannot tell).
+        if d.group == "storage.k8s.io" && d.plural == "csinodes" {
+            d.has_status = false;
+        }
         if d.group.is_empty() && d.plural == "namespaces" {
             d.has_status = true;
+            d.verbs.retain(|v| *v != "deletecollection");
         }
     }
     defs
+}
+
+/// Core resources that are not stored: `bindings` (binds a pod to a node, like
+/// `pods/binding`) and `componentstatuses` (the control plane's health, read only).
+pub fn virtual_resources() -> Vec<ResourceDef> {
+    let mk = |kind: &str, plural: &str, namespaced: bool, verbs: Vec<&'static str>| ResourceDef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: kind.into(),
+        singular: kind.to_lowercase(),
+        plural: plural.into(),
+        namespaced,
+        short_names: names_for("", plural).0,
+        categories: vec![],
+        has_status: false,
+        scale: None,
+        builtin: true,
+        create_on_update: false,
+        delete_returns_object: false,
+        normalizer: None,
+        crd: None,
+        verbs,
+    };
+    vec![
+        mk("Binding", "bindings", true, vec!["create"]),
+        mk(
+            "ComponentStatus",
+            "componentstatuses",
+            false,
+            vec!["get", "list"],
+        ),
+    ]
+}
+
+impl ResourceDef {
+    /// A resource that is served without storage (see [`virtual_resources`]).
+    pub fn is_virtual(&self) -> bool {
+        self.group.is_empty() && matches!(self.plural.as_str(), "bindings" | "componentstatuses")
+    }
 }
 
 /// Resources served by the access-review APIs (create only, nothing stored).
@@ -309,7 +373,7 @@ pub fn review_resources() -> Vec<ResourceDef> {
         kind: kind.into(),
         singular: kind.to_lowercase(),
         plural: plural.into(),
-        namespaced: false,
+        namespaced: kind == "LocalSubjectAccessReview",
         short_names: vec![],
         categories: vec![],
         has_status: false,
@@ -337,6 +401,17 @@ pub fn review_resources() -> Vec<ResourceDef> {
             "SelfSubjectReview",
             "selfsubjectreviews",
         ),
+        mk("authentication.k8s.io", "TokenReview", "tokenreviews"),
+        mk(
+            "authorization.k8s.io",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+        ),
+        mk(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+        ),
     ]
 }
 
@@ -351,7 +426,11 @@ impl Registry {
     /// The built-in table.
     pub fn new() -> Self {
         let mut r = Self::default();
-        for d in builtin_resources().into_iter().chain(review_resources()) {
+        for d in builtin_resources()
+            .into_iter()
+            .chain(review_resources())
+            .chain(virtual_resources())
+        {
             r.insert(d);
         }
         r

@@ -55,6 +55,8 @@ struct Field {
     atomic: bool,
     /// The property's `default`.
     default: Option<Value>,
+    /// The property is in its struct's `required` list.
+    required: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -237,6 +239,7 @@ impl Index {
                         patch: PatchMeta::default(),
                         atomic: false,
                         default: None,
+                        required: false,
                     },
                 );
             }
@@ -249,6 +252,7 @@ impl Index {
                         patch: PatchMeta::default(),
                         atomic: false,
                         default: None,
+                        required: false,
                     },
                 );
                 *n = Node::Object {
@@ -312,6 +316,11 @@ impl Index {
         let addl = s.get("additionalProperties").filter(|a| a.is_object());
         if type_is(s, "object") || props.is_some() || addl.is_some() {
             let mut fields = HashMap::new();
+            let required: Vec<&str> = s
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             for (name, ps) in props.into_iter().flatten() {
                 let node = self.compile(ps);
                 fields.insert(
@@ -322,6 +331,7 @@ impl Index {
                         atomic: ps.get("x-kubernetes-map-type").and_then(Value::as_str)
                             == Some("atomic"),
                         default: ps.get("default").cloned(),
+                        required: required.contains(&name.as_str()),
                     },
                 );
             }
@@ -407,6 +417,90 @@ impl<'a> Ty<'a> {
             Node::Object { fields, .. } => fields.get(name)?.default.as_ref(),
             _ => None,
         }
+    }
+
+    /// The struct's fields that an empty Go value still serialises: struct fields without
+    /// a pointer (`default: {}`, with their types) and required fields (`None`: present
+    /// as `null` or a zero value).
+    fn zero_fields(self) -> Vec<(&'a str, Option<Ty<'a>>)> {
+        let (t, n) = self.node();
+        let Node::Object { fields, .. } = n else {
+            return vec![];
+        };
+        let mut out: Vec<(&'a str, Option<Ty<'a>>)> = fields
+            .iter()
+            .filter_map(|(name, f)| {
+                let ty = Ty {
+                    idx: t.idx,
+                    id: f.node,
+                };
+                if is_struct_default(f.default.as_ref()) {
+                    Some((name.as_str(), Some(ty)))
+                } else if f.required {
+                    Some((name.as_str(), None))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        out.sort_by_key(|(n, _)| *n);
+        out
+    }
+}
+
+fn is_struct_default(d: Option<&Value>) -> bool {
+    d.and_then(Value::as_object).is_some_and(|m| m.is_empty())
+}
+
+/// The empty object of a type as Go serialises it, for comparing against (what
+/// structured-merge-diff treats as present when an object is created): struct fields
+/// without a pointer as objects, recursively, and required fields as `null`.
+pub fn zero_object(ty: Option<Ty<'_>>) -> Value {
+    fn build(ty: Ty<'_>, depth: usize) -> Value {
+        let mut m = serde_json::Map::new();
+        if depth > 24 {
+            return Value::Object(m);
+        }
+        for (name, sub) in ty.zero_fields() {
+            let v = match sub {
+                Some(t) => build(t, depth + 1),
+                None => Value::Null,
+            };
+            m.insert(name.to_string(), v);
+        }
+        Value::Object(m)
+    }
+    match ty {
+        Some(t) => build(t, 0),
+        None => Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// Adds the struct fields Go always serialises (`{}` when empty: a Deployment's `status`,
+/// a container's `resources`, a Service's `status.loadBalancer`) where `v` lacks them.
+pub fn fill_struct_fields(v: &mut Value, ty: Option<Ty<'_>>) {
+    let Some(ty) = ty else { return };
+    match v {
+        Value::Object(m) => {
+            for (name, sub) in ty.zero_fields() {
+                if sub.is_some() && !m.contains_key(name) {
+                    m.insert(name.to_string(), Value::Object(serde_json::Map::new()));
+                }
+            }
+            for (k, child) in m.iter_mut() {
+                if let Some(f) = ty.field(k) {
+                    fill_struct_fields(child, Some(f.ty));
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some((item_ty, _, _)) = ty.list() {
+                for item in items {
+                    fill_struct_fields(item, Some(item_ty));
+                }
+            }
+        }
+        _ => {}
     }
 }
 

@@ -2,7 +2,9 @@
 //! already carry the Kubernetes definition names), touched up with the extensions
 //! kube-apiserver publishes, and custom resources from their CRD's `openAPIV3Schema`.
 
-use super::k8s_ext::{ATOMIC_STRUCTS, FIELD_DEFAULTS, FIELD_EXTENSIONS, KIND_REQUIRED};
+use super::k8s_ext::{
+    ATOMIC_STRUCTS, FIELD_DEFAULTS, FIELD_EXTENSIONS, KIND_REQUIRED, STRUCT_FIELDS,
+};
 use k8s_openapi::schemars::generate::SchemaSettings;
 use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
@@ -91,6 +93,9 @@ fn build_builtins() -> Builtins {
         a::authorization::v1::SelfSubjectAccessReview,
         a::authorization::v1::SelfSubjectRulesReview,
         a::authentication::v1::SelfSubjectReview,
+        a::authentication::v1::TokenReview,
+        a::authorization::v1::SubjectAccessReview,
+        a::authorization::v1::LocalSubjectAccessReview,
         a::authentication::v1::TokenRequest,
         a::autoscaling::v1::Scale,
         a::core::v1::Binding,
@@ -160,6 +165,20 @@ fn touch_up(schemas: &mut BTreeMap<String, Value>) {
             && let Ok(d) = serde_json::from_str::<Value>(default)
         {
             p.insert("default".into(), d);
+        }
+    }
+    for (def, prop) in STRUCT_FIELDS {
+        if let Some(p) = schemas
+            .get_mut(*def)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(|p| p.get_mut(*prop))
+            .and_then(Value::as_object_mut)
+        {
+            // As kube-apiserver publishes it: `allOf: [{$ref}]` next to the default.
+            if let Some(r) = p.remove("$ref") {
+                p.insert("allOf".into(), json!([{ "$ref": r }]));
+            }
+            p.insert("default".into(), json!({}));
         }
     }
     for def in ATOMIC_STRUCTS {

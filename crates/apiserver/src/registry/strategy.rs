@@ -1,0 +1,800 @@
+//! Per-kind write strategies, like kube-apiserver's registry: what a kind's objects get
+//! when they are decoded (defaulting), created (`PrepareForCreate`: status reset,
+//! `metadata.generation`, server-set fields) and updated (`PrepareForUpdate`: the
+//! generation bump), with a generic default for kinds without special behaviour.
+//!
+//! Each rule was checked against a v1.36 kube-apiserver: which kinds track a generation
+//! (and what bumps it), which status an object starts with, which defaults it gets.
+
+use crate::meta::{meta_mut, meta_str};
+use crate::registry::ResourceDef;
+use serde_json::{Map, Value, json};
+
+/// How a kind tracks `metadata.generation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Generation {
+    /// No generation (ConfigMap, Secret, Namespace, Service, ServiceAccount, Role, ...).
+    None,
+    /// 1 on create, never bumped (PriorityClass).
+    CreateOnly,
+    /// 1 on create, bumped when anything outside metadata and status changes.
+    Spec,
+    /// Also bumped when annotations change (Deployment: they are copied to ReplicaSets).
+    SpecOrAnnotations,
+    /// Also bumped when labels change (EndpointSlice).
+    SpecOrLabels,
+}
+
+/// A kind's write behaviour.
+pub trait Strategy: Sync {
+    /// How `metadata.generation` is kept.
+    fn generation(&self) -> Generation;
+
+    /// Defaulting, applied to every write of the main resource (create, update, patch),
+    /// as kube-apiserver's defaulters run when a request body is decoded.
+    fn default(&self, _def: &ResourceDef, _obj: &mut Value) {}
+
+    /// `PrepareForCreate`: the status a new object starts with and server-set fields.
+    /// `metadata.uid` and `metadata.name` (unless generated) are set.
+    fn prepare_for_create(&self, def: &ResourceDef, obj: &mut Value) {
+        // A status subresource's status is not settable on create.
+        if def.has_status
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove("status");
+        }
+        if self.generation() != Generation::None {
+            meta_mut(obj).insert("generation".into(), json!(1));
+        }
+    }
+
+    /// `PrepareForUpdate`: bumps the generation when the kind's tracked content changed.
+    fn prepare_for_update(
+        &self,
+        def: &ResourceDef,
+        old: &Value,
+        new: &mut Value,
+        sub: Option<&str>,
+    ) {
+        bump_generation(self.generation(), def, old, new, sub);
+    }
+
+    /// Fixes up a new object once its final name is known (generated names).
+    fn canonicalize(&self, _obj: &mut Value) {}
+}
+
+/// Bumps `metadata.generation` when what `generation` tracks changed.
+fn bump_generation(
+    generation: Generation,
+    def: &ResourceDef,
+    old: &Value,
+    new: &mut Value,
+    sub: Option<&str>,
+) {
+    {
+        let bump = sub != Some("status")
+            && match generation {
+                Generation::None | Generation::CreateOnly => false,
+                Generation::Spec => spec_changed(def, old, new),
+                Generation::SpecOrAnnotations => {
+                    spec_changed(def, old, new)
+                        || old.pointer("/metadata/annotations")
+                            != new.pointer("/metadata/annotations")
+                }
+                Generation::SpecOrLabels => {
+                    spec_changed(def, old, new)
+                        || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
+                }
+            };
+        if bump {
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            meta_mut(new).insert("generation".into(), json!(g + 1));
+        }
+    }
+}
+
+/// Whether anything outside `metadata` and `status` changed. For a kind without a status
+/// subresource, anything outside metadata counts.
+pub fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("metadata");
+            o.remove("apiVersion");
+            o.remove("kind");
+            if def.has_status {
+                o.remove("status");
+            }
+        }
+        v
+    };
+    strip(old) != strip(new)
+}
+
+/// The strategy of a resource.
+pub fn for_def(def: &ResourceDef) -> &'static dyn Strategy {
+    if def.crd.is_some() {
+        return &CUSTOM_RESOURCE;
+    }
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "pods") => &POD,
+        ("", "podtemplates") => &POD_TEMPLATE,
+        ("", "replicationcontrollers") => &REPLICATION_CONTROLLER,
+        ("", "services") => &SERVICE,
+        ("", "namespaces") => &NAMESPACE,
+        ("", "secrets") => &SECRET,
+        ("", "persistentvolumeclaims") => &PVC,
+        ("", "persistentvolumes") => &PV,
+        ("", "limitranges") => &LIMIT_RANGE,
+        ("", "nodes") => &NODE,
+        ("apps", "deployments") => &DEPLOYMENT,
+        ("apps", "replicasets") => &REPLICA_SET,
+        ("apps", "statefulsets") => &STATEFUL_SET,
+        ("apps", "daemonsets") => &DAEMON_SET,
+        ("batch", "jobs") => &JOB,
+        ("batch", "cronjobs") => &CRON_JOB,
+        ("autoscaling", "horizontalpodautoscalers") => &HPA,
+        ("policy", "poddisruptionbudgets") => &PDB,
+        ("networking.k8s.io", "ingresses") => &INGRESS,
+        ("networking.k8s.io", "networkpolicies") => &NETWORK_POLICY,
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => &FLOW_SCHEMA,
+        ("networking.k8s.io", "ingressclasses")
+        | ("admissionregistration.k8s.io", _)
+        | ("flowcontrol.apiserver.k8s.io", _) => &TRACKS_SPEC,
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles") => &ROLE,
+        ("storage.k8s.io", "storageclasses") => &STORAGE_CLASS,
+        ("discovery.k8s.io", "endpointslices") => &ENDPOINT_SLICE,
+        ("scheduling.k8s.io", "priorityclasses") => &PRIORITY_CLASS,
+        ("storage.k8s.io", "volumeattachments") => &VOLUME_ATTACHMENT,
+        ("apiextensions.k8s.io", "customresourcedefinitions") => &CRD,
+        _ => &GENERIC,
+    }
+}
+
+/// A built-in kind described by data: its generation rule, the status it starts with,
+/// its defaulting and further create-time preparation.
+pub struct Kind {
+    generation: Generation,
+    /// The status a new object gets (`None`: the generic rule, dropped when it is a
+    /// subresource; struct fields Go always writes are filled in later).
+    status: Option<fn(&Value) -> Value>,
+    defaults: Option<fn(&mut Value)>,
+    create: Option<fn(&mut Value)>,
+    /// Run once a generated name is chosen.
+    canonical: Option<fn(&mut Value)>,
+    /// Further update preparation (old, new).
+    update: Option<fn(&Value, &mut Value)>,
+}
+
+impl Strategy for Kind {
+    fn generation(&self) -> Generation {
+        self.generation
+    }
+    fn default(&self, _def: &ResourceDef, obj: &mut Value) {
+        if let Some(d) = self.defaults {
+            d(obj);
+        }
+    }
+    fn prepare_for_create(&self, def: &ResourceDef, obj: &mut Value) {
+        match self.status {
+            Some(status) => {
+                let s = status(obj);
+                obj["status"] = s;
+            }
+            None => {
+                if def.has_status
+                    && let Some(o) = obj.as_object_mut()
+                {
+                    o.remove("status");
+                }
+            }
+        }
+        if let Some(c) = self.create {
+            c(obj);
+        }
+        if self.generation != Generation::None {
+            meta_mut(obj).insert("generation".into(), json!(1));
+        }
+    }
+    fn prepare_for_update(
+        &self,
+        def: &ResourceDef,
+        old: &Value,
+        new: &mut Value,
+        sub: Option<&str>,
+    ) {
+        if sub.is_none()
+            && let Some(u) = self.update
+        {
+            u(old, new);
+        }
+        bump_generation(self.generation, def, old, new, sub);
+    }
+    fn canonicalize(&self, obj: &mut Value) {
+        if let Some(c) = self.canonical {
+            c(obj);
+        }
+    }
+}
+
+const fn kind(generation: Generation) -> Kind {
+    Kind {
+        generation,
+        status: None,
+        defaults: None,
+        create: None,
+        canonical: None,
+        update: None,
+    }
+}
+
+static GENERIC: Kind = kind(Generation::None);
+static TRACKS_SPEC: Kind = kind(Generation::Spec);
+static PRIORITY_CLASS: Kind = Kind {
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/preemptionPolicy", json!("PreemptLowerPriority"))
+    }),
+    ..kind(Generation::CreateOnly)
+};
+static ENDPOINT_SLICE: Kind = Kind {
+    // Go writes these lists even when empty, and storage turns empty into null.
+    create: Some(|o| crate::defaults::null_when_empty(o, &["endpoints", "ports"])),
+    update: Some(|_, o| crate::defaults::null_when_empty(o, &["endpoints", "ports"])),
+    ..kind(Generation::SpecOrLabels)
+};
+static ROLE: Kind = Kind {
+    create: Some(|o| crate::defaults::null_when_empty(o, &["rules"])),
+    update: Some(|_, o| crate::defaults::null_when_empty(o, &["rules"])),
+    ..kind(Generation::None)
+};
+static STORAGE_CLASS: Kind = Kind {
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/reclaimPolicy", json!("Delete"));
+        crate::defaults::set_default(o, "/volumeBindingMode", json!("Immediate"));
+    }),
+    ..kind(Generation::None)
+};
+static NETWORK_POLICY: Kind = Kind {
+    defaults: Some(crate::defaults::network_policy),
+    ..kind(Generation::Spec)
+};
+static FLOW_SCHEMA: Kind = Kind {
+    defaults: Some(|o| {
+        if o.pointer("/spec/matchingPrecedence").is_none_or(|p| p == 0) {
+            o["spec"]["matchingPrecedence"] = json!(1000);
+        }
+    }),
+    ..kind(Generation::Spec)
+};
+static LIMIT_RANGE: Kind = Kind {
+    defaults: Some(crate::defaults::limit_range),
+    ..kind(Generation::None)
+};
+static NODE: Kind = Kind {
+    // A node's status is set by whoever registers it.
+    status: Some(|o| o.get("status").cloned().unwrap_or_else(|| json!({}))),
+    ..kind(Generation::None)
+};
+static POD: Kind = Kind {
+    status: Some(pod_status),
+    defaults: Some(crate::defaults::pod),
+    create: Some(pod_admission),
+    ..kind(Generation::Spec)
+};
+static POD_TEMPLATE: Kind = Kind {
+    defaults: Some(|o| crate::defaults::pod_template(o, "/template")),
+    ..kind(Generation::Spec)
+};
+static REPLICATION_CONTROLLER: Kind = Kind {
+    status: Some(|_| json!({"replicas": 0})),
+    defaults: Some(crate::defaults::replication_controller),
+    ..kind(Generation::Spec)
+};
+static SERVICE: Kind = Kind {
+    status: Some(|_| json!({"loadBalancer": {}})),
+    defaults: Some(crate::defaults::service),
+    create: Some(service_allocate),
+    ..kind(Generation::None)
+};
+static NAMESPACE: Kind = Kind {
+    status: Some(|_| json!({"phase": "Active"})),
+    defaults: Some(crate::defaults::namespace_label),
+    canonical: Some(crate::defaults::namespace_label),
+    create: Some(|o| {
+        // The `kubernetes` finalizer is required on create.
+        let fins = o
+            .pointer_mut("/spec/finalizers")
+            .and_then(Value::as_array_mut);
+        match fins {
+            Some(f) if f.iter().any(|x| x == "kubernetes") => {}
+            Some(f) => f.push(json!("kubernetes")),
+            None => o["spec"] = json!({"finalizers": ["kubernetes"]}),
+        }
+    }),
+    ..kind(Generation::None)
+};
+static SECRET: Kind = Kind {
+    defaults: Some(crate::defaults::secret),
+    ..kind(Generation::None)
+};
+static PVC: Kind = Kind {
+    status: Some(|_| json!({"phase": "Pending"})),
+    defaults: Some(|o| crate::defaults::set_default(o, "/spec/volumeMode", json!("Filesystem"))),
+    // The StorageObjectInUseProtection admission plugin.
+    create: Some(|o| add_finalizer(o, "kubernetes.io/pvc-protection")),
+    ..kind(Generation::None)
+};
+static PV: Kind = Kind {
+    status: Some(
+        |_| json!({"phase": "Pending", "lastPhaseTransitionTime": crate::meta::now_time()}),
+    ),
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/spec/persistentVolumeReclaimPolicy", json!("Retain"));
+        crate::defaults::set_default(o, "/spec/volumeMode", json!("Filesystem"));
+        if let Some(h) = o.pointer_mut("/spec/hostPath").filter(|h| h.is_object()) {
+            crate::defaults::set_default(h, "/type", json!(""));
+        }
+    }),
+    create: Some(|o| add_finalizer(o, "kubernetes.io/pv-protection")),
+    ..kind(Generation::None)
+};
+static DEPLOYMENT: Kind = Kind {
+    status: Some(|_| json!({})),
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/spec/replicas", json!(1));
+        crate::defaults::set_default(o, "/spec/strategy/type", json!("RollingUpdate"));
+        if o.pointer("/spec/strategy/type") == Some(&json!("RollingUpdate")) {
+            crate::defaults::set_default(
+                o,
+                "/spec/strategy/rollingUpdate/maxUnavailable",
+                json!("25%"),
+            );
+            crate::defaults::set_default(o, "/spec/strategy/rollingUpdate/maxSurge", json!("25%"));
+        }
+        crate::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
+        crate::defaults::set_default(o, "/spec/progressDeadlineSeconds", json!(600));
+        crate::defaults::pod_template(o, "/spec/template");
+    }),
+    ..kind(Generation::SpecOrAnnotations)
+};
+static REPLICA_SET: Kind = Kind {
+    status: Some(|_| json!({"replicas": 0})),
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/spec/replicas", json!(1));
+        crate::defaults::pod_template(o, "/spec/template");
+    }),
+    ..kind(Generation::Spec)
+};
+static STATEFUL_SET: Kind = Kind {
+    status: Some(|_| json!({"replicas": 0, "availableReplicas": 0})),
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/spec/replicas", json!(1));
+        crate::defaults::set_default(o, "/spec/podManagementPolicy", json!("OrderedReady"));
+        crate::defaults::set_default(o, "/spec/updateStrategy/type", json!("RollingUpdate"));
+        if o.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate")) {
+            crate::defaults::set_default(
+                o,
+                "/spec/updateStrategy/rollingUpdate/partition",
+                json!(0),
+            );
+        }
+        crate::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
+        crate::defaults::set_default(
+            o,
+            "/spec/persistentVolumeClaimRetentionPolicy",
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+        );
+        crate::defaults::pod_template(o, "/spec/template");
+    }),
+    ..kind(Generation::Spec)
+};
+static DAEMON_SET: Kind = Kind {
+    status: Some(
+        |_| json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}),
+    ),
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/spec/updateStrategy/type", json!("RollingUpdate"));
+        if o.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate")) {
+            crate::defaults::set_default(
+                o,
+                "/spec/updateStrategy/rollingUpdate/maxUnavailable",
+                json!(1),
+            );
+            crate::defaults::set_default(
+                o,
+                "/spec/updateStrategy/rollingUpdate/maxSurge",
+                json!(0),
+            );
+        }
+        crate::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
+        crate::defaults::pod_template(o, "/spec/template");
+        // The template generation, kept in an annotation by apps/v1.
+        crate::defaults::set_default(
+            o,
+            "/metadata/annotations/deprecated.daemonset.template.generation",
+            json!("1"),
+        );
+    }),
+    update: Some(|old, new| {
+        if old.pointer("/spec/template") != new.pointer("/spec/template") {
+            let g = old
+                .pointer("/metadata/annotations/deprecated.daemonset.template.generation")
+                .and_then(Value::as_str)
+                .and_then(|g| g.parse::<i64>().ok())
+                .unwrap_or(0);
+            let ann = meta_mut(new)
+                .entry("annotations")
+                .or_insert_with(|| json!({}));
+            if let Some(a) = ann.as_object_mut() {
+                a.insert(
+                    "deprecated.daemonset.template.generation".into(),
+                    json!((g + 1).to_string()),
+                );
+            }
+        }
+    }),
+    ..kind(Generation::Spec)
+};
+static JOB: Kind = Kind {
+    status: Some(|_| json!({})),
+    defaults: Some(|o| crate::defaults::job_spec(o, "/spec")),
+    create: Some(job_selector),
+    ..kind(Generation::Spec)
+};
+static CRON_JOB: Kind = Kind {
+    status: Some(|_| json!({})),
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/spec/concurrencyPolicy", json!("Allow"));
+        crate::defaults::set_default(o, "/spec/suspend", json!(false));
+        crate::defaults::set_default(o, "/spec/successfulJobsHistoryLimit", json!(3));
+        crate::defaults::set_default(o, "/spec/failedJobsHistoryLimit", json!(1));
+        // The job template's pod template only (Job defaults apply when a Job is made).
+        crate::defaults::pod_template(o, "/spec/jobTemplate/spec/template");
+    }),
+    ..kind(Generation::Spec)
+};
+static HPA: Kind = Kind {
+    status: Some(|_| json!({"desiredReplicas": 0, "currentMetrics": null})),
+    defaults: Some(|o| {
+        crate::defaults::set_default(o, "/spec/minReplicas", json!(1));
+        if o.pointer("/spec/metrics")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+        {
+            o["spec"]["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+        }
+    }),
+    ..kind(Generation::None)
+};
+static PDB: Kind = Kind {
+    status: Some(
+        |_| json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}),
+    ),
+    ..kind(Generation::Spec)
+};
+static INGRESS: Kind = Kind {
+    status: Some(|_| json!({"loadBalancer": {}})),
+    ..kind(Generation::Spec)
+};
+static VOLUME_ATTACHMENT: Kind = Kind {
+    status: Some(|_| json!({"attached": false})),
+    ..kind(Generation::None)
+};
+static CRD: Kind = Kind {
+    status: Some(crd_initial_status),
+    defaults: Some(crate::defaults::crd),
+    ..kind(Generation::Spec)
+};
+
+fn add_finalizer(obj: &mut Value, f: &str) {
+    let m = meta_mut(obj);
+    match m.get_mut("finalizers").and_then(Value::as_array_mut) {
+        Some(list) if list.iter().any(|x| x == f) => {}
+        Some(list) => list.push(json!(f)),
+        None => {
+            m.insert("finalizers".into(), json!([f]));
+        }
+    }
+}
+
+/// Custom resources: generation on any change outside metadata (and status, with a status
+/// subresource); the status of a new object comes from the client only without one.
+pub struct CustomResource;
+
+static CUSTOM_RESOURCE: CustomResource = CustomResource;
+
+impl Strategy for CustomResource {
+    fn generation(&self) -> Generation {
+        Generation::Spec
+    }
+    /// The schema's defaults, applied when the object is decoded (so stored, and owned by
+    /// the writer).
+    fn default(&self, def: &ResourceDef, obj: &mut Value) {
+        if let Some(crd) = &def.crd {
+            crd.apply_defaults(obj, &def.version);
+        }
+    }
+}
+
+/// What kube-apiserver's Service REST storage allocates: a cluster IP and its family.
+fn service_allocate(obj: &mut Value) {
+    let ty = obj
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    if ty == "ExternalName" {
+        return;
+    }
+    if obj.pointer("/spec/clusterIP").is_none() {
+        let n: u32 = rand::random::<u32>() % 65_000 + 1;
+        let ip = format!("10.96.{}.{}", n / 256, n % 256);
+        obj["spec"]["clusterIP"] = json!(ip);
+    }
+    if obj.pointer("/spec/clusterIPs").is_none()
+        && let Some(ip) = obj.pointer("/spec/clusterIP").cloned()
+    {
+        obj["spec"]["clusterIPs"] = json!([ip]);
+    }
+    crate::defaults::set_default(obj, "/spec/ipFamilies", json!(["IPv4"]));
+    crate::defaults::set_default(obj, "/spec/ipFamilyPolicy", json!("SingleStack"));
+}
+
+/// A Job's generated selector: its pods carry its uid and name.
+fn job_selector(obj: &mut Value) {
+    if obj.pointer("/spec/manualSelector") == Some(&json!(true)) {
+        return;
+    }
+    let (Some(uid), Some(name)) = (
+        meta_str(obj, "uid").map(str::to_string),
+        meta_str(obj, "name").map(str::to_string),
+    ) else {
+        return;
+    };
+    let labels = [
+        ("batch.kubernetes.io/controller-uid", uid.as_str()),
+        ("batch.kubernetes.io/job-name", name.as_str()),
+        ("controller-uid", uid.as_str()),
+        ("job-name", name.as_str()),
+    ];
+    for (k, v) in labels {
+        crate::defaults::set_default(
+            obj,
+            &format!("/spec/template/metadata/labels/{}", k.replace('/', "~1")),
+            json!(v),
+        );
+    }
+    crate::defaults::set_default(
+        obj,
+        "/spec/selector",
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+    );
+    if obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_none_or(Map::is_empty)
+        && let Some(l) = obj.pointer("/spec/template/metadata/labels").cloned()
+    {
+        meta_mut(obj).insert("labels".into(), l);
+    }
+}
+
+/// What admission plugins add to a new pod: the ServiceAccount, priority, and the
+/// default not-ready/unreachable tolerations. (The ServiceAccount token volume is not
+/// added: the embedded server runs no pods.)
+fn pod_admission(obj: &mut Value) {
+    crate::defaults::set_default(obj, "/spec/serviceAccountName", json!("default"));
+    if let Some(sa) = obj.pointer("/spec/serviceAccountName").cloned() {
+        crate::defaults::set_default(obj, "/spec/serviceAccount", sa);
+    }
+    crate::defaults::set_default(obj, "/spec/priority", json!(0));
+    crate::defaults::set_default(obj, "/spec/preemptionPolicy", json!("PreemptLowerPriority"));
+    let has = |o: &Value, key: &str| {
+        o.pointer("/spec/tolerations")
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.iter().any(|t| t.get("key") == Some(&json!(key))))
+    };
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        if has(obj, key) {
+            continue;
+        }
+        let t = json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300});
+        match obj
+            .pointer_mut("/spec/tolerations")
+            .and_then(Value::as_array_mut)
+        {
+            Some(list) => list.push(t),
+            None => obj["spec"]["tolerations"] = json!([t]),
+        }
+    }
+}
+
+/// A new pod's status: `Pending` and its QoS class.
+fn pod_status(obj: &Value) -> Value {
+    json!({"phase": "Pending", "qosClass": qos_class(obj)})
+}
+
+/// The QoS class of a pod: BestEffort without CPU and memory requests or limits,
+/// Guaranteed when every container limits both to what it requests, else Burstable.
+fn qos_class(obj: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|l| obj.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let get = |c: &Value, kind: &str, res: &str| {
+        c.pointer(&format!("/resources/{kind}/{res}"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        for res in ["cpu", "memory"] {
+            let (req, lim) = (get(c, "requests", res), get(c, "limits", res));
+            any |= req.is_some() || lim.is_some();
+            if lim.is_none() || req.as_ref().is_some_and(|r| Some(r) != lim.as_ref()) {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+/// A new CRD's status: no conditions and no accepted names yet (the CRD controllers set
+/// them a moment later), and the storage version recorded.
+fn crd_initial_status(obj: &Value) -> Value {
+    let stored: Vec<Value> = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage") == Some(&json!(true)))
+                .filter_map(|v| v.get("name").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({"conditions": null, "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": stored})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    fn def(group: &str, version: &str, plural: &str) -> std::sync::Arc<ResourceDef> {
+        Registry::new().get(group, version, plural).unwrap()
+    }
+
+    #[test]
+    fn generation_only_for_kinds_that_track_it() {
+        for (g, v, p, want) in [
+            ("", "v1", "configmaps", Generation::None),
+            ("", "v1", "namespaces", Generation::None),
+            ("", "v1", "secrets", Generation::None),
+            ("", "v1", "serviceaccounts", Generation::None),
+            ("", "v1", "services", Generation::None),
+            ("", "v1", "pods", Generation::Spec),
+            ("apps", "v1", "deployments", Generation::SpecOrAnnotations),
+            ("apps", "v1", "statefulsets", Generation::Spec),
+            ("batch", "v1", "cronjobs", Generation::Spec),
+            (
+                "networking.k8s.io",
+                "v1",
+                "networkpolicies",
+                Generation::Spec,
+            ),
+            (
+                "discovery.k8s.io",
+                "v1",
+                "endpointslices",
+                Generation::SpecOrLabels,
+            ),
+            (
+                "scheduling.k8s.io",
+                "v1",
+                "priorityclasses",
+                Generation::CreateOnly,
+            ),
+            (
+                "autoscaling",
+                "v2",
+                "horizontalpodautoscalers",
+                Generation::None,
+            ),
+            ("rbac.authorization.k8s.io", "v1", "roles", Generation::None),
+        ] {
+            assert_eq!(for_def(&def(g, v, p)).generation(), want, "{g}/{p}");
+        }
+        let cm = def("", "v1", "configmaps");
+        let mut obj = json!({"metadata": {"name": "x"}, "data": {}});
+        for_def(&cm).prepare_for_create(&cm, &mut obj);
+        assert!(obj.pointer("/metadata/generation").is_none());
+        let d = def("apps", "v1", "deployments");
+        let mut obj = json!({"metadata": {"name": "x"}, "spec": {}, "status": {"replicas": 3}});
+        for_def(&d).prepare_for_create(&d, &mut obj);
+        assert_eq!(obj["metadata"]["generation"], 1);
+        assert_eq!(obj["status"], json!({}));
+        // Annotations bump a Deployment's generation, labels do not.
+        let old = obj.clone();
+        let mut new = old.clone();
+        new["metadata"]["labels"] = json!({"a": "b"});
+        for_def(&d).prepare_for_update(&d, &old, &mut new, None);
+        assert_eq!(new["metadata"]["generation"], 1);
+        new["metadata"]["annotations"] = json!({"a": "b"});
+        for_def(&d).prepare_for_update(&d, &old, &mut new, None);
+        assert_eq!(new["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn pod_template_defaults() {
+        let d = def("apps", "v1", "deployments");
+        let mut obj = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "a", "image": "nginx"}, {"name": "b", "image": "r.io:5000/x:1.2"},
+            {"name": "c", "image": "x@sha256:00", "livenessProbe": {"httpGet": {"port": 80}}}],
+            "volumes": [{"name": "v"}, {"name": "s", "secret": {"secretName": "s"}}]}}}});
+        for_def(&d).default(&d, &mut obj);
+        let spec = &obj["spec"]["template"]["spec"];
+        assert_eq!(spec["restartPolicy"], "Always");
+        assert_eq!(spec["securityContext"], json!({}));
+        assert_eq!(spec["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(spec["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(spec["containers"][2]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(
+            spec["containers"][2]["livenessProbe"],
+            json!({"httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
+        );
+        assert_eq!(spec["volumes"][0]["emptyDir"], json!({}));
+        assert_eq!(spec["volumes"][1]["secret"]["defaultMode"], 420);
+        assert_eq!(obj["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    }
+
+    #[test]
+    fn secrets_merge_string_data_and_namespaces_get_their_label() {
+        let s = def("", "v1", "secrets");
+        let mut obj =
+            json!({"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "y"}});
+        for_def(&s).default(&s, &mut obj);
+        assert_eq!(
+            obj,
+            json!({"metadata": {"name": "s"}, "type": "Opaque", "data": {"a": "eA==", "b": "eQ=="}})
+        );
+        let ns = def("", "v1", "namespaces");
+        let mut obj = json!({"metadata": {"name": "team"}});
+        for_def(&ns).default(&ns, &mut obj);
+        for_def(&ns).prepare_for_create(&ns, &mut obj);
+        assert_eq!(
+            obj["metadata"]["labels"],
+            json!({"kubernetes.io/metadata.name": "team"})
+        );
+        assert_eq!(obj["spec"], json!({"finalizers": ["kubernetes"]}));
+        assert_eq!(obj["status"], json!({"phase": "Active"}));
+    }
+
+    #[test]
+    fn qos_classes() {
+        let pod = |res: Value| json!({"spec": {"containers": [{"name": "c", "resources": res}]}});
+        assert_eq!(qos_class(&pod(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&pod(
+                json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}})
+            )),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&pod(json!({"requests": {"cpu": "1"}}))),
+            "Burstable"
+        );
+    }
+}
