@@ -29,20 +29,37 @@ const fn col(
     }
 }
 
+/// `ObjectMeta.name`'s description, which every table's Name column carries.
+pub const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+/// `ObjectMeta.creationTimestamp`'s description (Age and Created At columns).
+pub const CREATED_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+const NODE_ADDRESSES_DESC: &str = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).";
+
+/// Whether kube-apiserver has a table printer for the kind (others get its default
+/// table: Name and Created At).
+fn has_printer(def: &ResourceDef) -> bool {
+    !matches!(
+        (def.group.as_str(), def.plural.as_str()),
+        ("apiextensions.k8s.io", _)
+            | ("rbac.authorization.k8s.io", _)
+            | ("apiregistration.k8s.io", _)
+            | ("admissionregistration.k8s.io", _)
+            | ("node.k8s.io", _)
+            | ("flowcontrol.apiserver.k8s.io", _)
+    )
+}
+
+/// The columns kube-apiserver's printers give a kind (names, types and descriptions as a
+/// v1.36 kube-apiserver reports them).
 fn columns(def: &ResourceDef) -> Vec<Col> {
     let name = Col {
         name: "Name",
         ty: "string",
         format: "name",
         priority: 0,
-        description: "Name must be unique within a namespace.",
+        description: NAME_DESC,
     };
-    let age = col(
-        "Age",
-        "string",
-        0,
-        "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    );
+    let age = col("Age", "string", 0, CREATED_DESC);
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "pods") => vec![
             name,
@@ -62,15 +79,32 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
                 "Restarts",
                 "string",
                 0,
-                "The number of times the containers in this pod have been restarted.",
+                "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
             ),
             age,
-            col("IP", "string", 1, "IP address allocated to the pod."),
+            col(
+                "IP",
+                "string",
+                1,
+                "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+            ),
             col(
                 "Node",
                 "string",
                 1,
-                "Name of the node the pod is assigned to.",
+                "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
+            ),
+            col(
+                "Nominated Node",
+                "string",
+                1,
+                "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled.",
+            ),
+            col(
+                "Readiness Gates",
+                "string",
+                1,
+                "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates",
             ),
         ],
         ("apps", "deployments") => vec![
@@ -78,15 +112,15 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
             col("Ready", "string", 0, "Number of the pod with ready state"),
             col(
                 "Up-to-date",
-                "integer",
+                "string",
                 0,
-                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                "Total number of non-terminating pods targeted by this deployment that have the desired template spec.",
             ),
             col(
                 "Available",
-                "integer",
+                "string",
                 0,
-                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.",
             ),
             age,
             col(
@@ -101,21 +135,46 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
                 1,
                 "Images referenced by each container in the template.",
             ),
-            col("Selector", "string", 1, "Label selector for pods."),
+            col(
+                "Selector",
+                "string",
+                1,
+                "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels.",
+            ),
         ],
         ("", "services") => vec![
             name,
-            col("Type", "string", 0, "The type of the service."),
-            col("Cluster-IP", "string", 0, "The cluster IP of the service."),
+            col(
+                "Type",
+                "string",
+                0,
+                "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" allocates a cluster-internal IP address for load-balancing to endpoints. Endpoints are determined by the selector or if that is not specified, by manual construction of an Endpoints object or EndpointSlice objects. If clusterIP is \"None\", no virtual IP is allocated and the endpoints are published as a set of endpoints rather than a virtual IP. \"NodePort\" builds on ClusterIP and allocates a port on every node which routes to the same endpoints as the clusterIP. \"LoadBalancer\" builds on NodePort and creates an external load-balancer (if supported in the current cloud) which routes to the same endpoints as the clusterIP. \"ExternalName\" aliases this service to the specified externalName. Several other fields do not apply to ExternalName services. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types",
+            ),
+            col(
+                "Cluster-IP",
+                "string",
+                0,
+                "clusterIP is the IP address of the service and is usually assigned randomly. If an address is specified manually, is in-range (as per system configuration), and is not in use, it will be allocated to the service; otherwise creation of the service will fail. This field may not be changed through updates unless the type field is also being changed to ExternalName (which requires this field to be blank) or the type field is being changed from ExternalName (in which case this field may optionally be specified, as describe above).  Valid values are \"None\", empty string (\"\"), or a valid IP address. Setting this to \"None\" makes a \"headless service\" (no virtual IP), which is useful when direct endpoint connections are preferred and proxying is not required.  Only applies to types ClusterIP, NodePort, and LoadBalancer. If this field is specified when creating a Service of type ExternalName, creation will fail. This field will be wiped when updating a Service to type ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+            ),
             col(
                 "External-IP",
                 "string",
                 0,
-                "The external IP of the service.",
+                "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.  These IPs are not managed by Kubernetes.  The user is responsible for ensuring that traffic arrives at a node with this IP.  A common example is external load-balancers that are not part of the Kubernetes system.",
             ),
-            col("Port(s)", "string", 0, "The ports of the service."),
+            col(
+                "Port(s)",
+                "string",
+                0,
+                "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+            ),
             age,
-            col("Selector", "string", 1, "The selector of the service."),
+            col(
+                "Selector",
+                "string",
+                1,
+                "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/",
+            ),
         ],
         ("", "nodes") => vec![
             name,
@@ -128,25 +187,60 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
                 0,
                 "Kubelet Version reported by the node.",
             ),
-            col("Internal-IP", "string", 1, "The internal IP of the node."),
+            col("Internal-IP", "string", 1, NODE_ADDRESSES_DESC),
+            col("External-IP", "string", 1, NODE_ADDRESSES_DESC),
+            col(
+                "OS-Image",
+                "string",
+                1,
+                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+            ),
+            col(
+                "Kernel-Version",
+                "string",
+                1,
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+            ),
+            col(
+                "Container-Runtime",
+                "string",
+                1,
+                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+            ),
         ],
         ("", "configmaps") => vec![
             name,
-            col("Data", "string", 0, "Number of entries in data."),
+            col(
+                "Data",
+                "string",
+                0,
+                "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.",
+            ),
             age,
         ],
         ("", "secrets") => vec![
             name,
-            col("Type", "string", 0, "The type of the secret."),
-            col("Data", "string", 0, "Number of entries in data."),
+            col(
+                "Type",
+                "string",
+                0,
+                "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types",
+            ),
+            col(
+                "Data",
+                "string",
+                0,
+                "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4",
+            ),
             age,
         ],
         ("", "namespaces") => vec![
             name,
-            col("Status", "string", 0, "The status of the namespace."),
+            col("Status", "string", 0, "The status of the namespace"),
             age,
         ],
-        _ => vec![name, age],
+        _ if has_printer(def) => vec![name, age],
+        _ => vec![name, col("Created At", "date", 0, CREATED_DESC)],
     }
 }
 
@@ -209,22 +303,46 @@ fn cells(def: &ResourceDef, o: &Value) -> Vec<Value> {
             if o.pointer("/metadata/deletionTimestamp").is_some() {
                 phase = "Terminating".into();
             }
+            let none = |p: &str| {
+                json!(
+                    o.pointer(p)
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or("<none>")
+                )
+            };
+            let gates = o
+                .pointer("/spec/readinessGates")
+                .and_then(Value::as_array)
+                .filter(|g| !g.is_empty())
+                .map(|g| {
+                    let ready = g
+                        .iter()
+                        .filter(|gate| {
+                            let t = gate.get("conditionType");
+                            o.pointer("/status/conditions")
+                                .and_then(Value::as_array)
+                                .is_some_and(|cs| {
+                                    cs.iter().any(|c| {
+                                        c.get("type") == t
+                                            && c.get("status") == Some(&json!("True"))
+                                    })
+                                })
+                        })
+                        .count();
+                    format!("{ready}/{}", g.len())
+                })
+                .unwrap_or_else(|| "<none>".into());
             vec![
                 name,
                 json!(format!("{ready}/{total}")),
                 json!(phase),
                 json!(restarts.to_string()),
                 age,
-                json!(
-                    o.pointer("/status/podIP")
-                        .and_then(Value::as_str)
-                        .unwrap_or("<none>")
-                ),
-                json!(
-                    o.pointer("/spec/nodeName")
-                        .and_then(Value::as_str)
-                        .unwrap_or("<none>")
-                ),
+                none("/status/podIP"),
+                none("/spec/nodeName"),
+                none("/status/nominatedNodeName"),
+                json!(gates),
             ]
         }
         ("apps", "deployments") => {
@@ -329,28 +447,65 @@ fn cells(def: &ResourceDef, o: &Value) -> Vec<Value> {
                     }
                 })
                 .unwrap_or("Unknown");
+            let address = |ty: &str| {
+                o.pointer("/status/addresses")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|x| x.get("type") == Some(&json!(ty))))
+                    .and_then(|x| x.get("address"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("<none>")
+                    .to_string()
+            };
+            let info = |f: &str| {
+                o.pointer(&format!("/status/nodeInfo/{f}"))
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("<unknown>")
+                    .to_string()
+            };
+            let mut roles: Vec<String> = o
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|l| {
+                    l.keys()
+                        .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                        .filter(|r| !r.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            roles.sort();
+            let mut status = ready.to_string();
+            if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
+                status.push_str(",SchedulingDisabled");
+            }
             vec![
                 name,
-                json!(ready),
-                json!("<none>"),
+                json!(status),
+                json!(if roles.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    roles.join(",")
+                }),
                 age,
                 json!(s(o.pointer("/status/nodeInfo/kubeletVersion"))),
-                json!("<none>"),
+                json!(address("InternalIP")),
+                json!(address("ExternalIP")),
+                json!(info("osImage")),
+                json!(info("kernelVersion")),
+                json!(info("containerRuntimeVersion")),
             ]
         }
-        ("", "configmaps") => vec![
-            name,
-            json!((len("/data") + len("/binaryData")).to_string()),
-            age,
-        ],
-        ("", "secrets") => vec![
-            name,
-            json!(s(o.pointer("/type"))),
-            json!(len("/data").to_string()),
-            age,
-        ],
+        ("", "configmaps") => vec![name, json!(len("/data") + len("/binaryData")), age],
+        ("", "secrets") => vec![name, json!(s(o.pointer("/type"))), json!(len("/data")), age],
         ("", "namespaces") => vec![name, json!(s(o.pointer("/status/phase"))), age],
-        _ => vec![name, age],
+        _ if has_printer(def) => vec![name, age],
+        _ => vec![
+            name,
+            o.pointer("/metadata/creationTimestamp")
+                .cloned()
+                .unwrap_or(Value::Null),
+        ],
     }
 }
 
@@ -372,14 +527,20 @@ pub fn table(
     let (cols_json, rows): (Vec<Value>, Vec<Value>) = if let Some(crd) = &def.crd {
         let cols = crd.printer_columns(&def.version);
         let mut defs = vec![
-            json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
+            json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESC, "priority": 0}),
         ];
-        defs.extend(cols.iter().map(|c| json!({"name": c.name, "type": c.ty, "format": c.format, "description": c.description, "priority": c.priority})));
-        let has_age = cols
-            .iter()
-            .any(|c| c.json_path == ".metadata.creationTimestamp");
+        defs.extend(cols.iter().map(|c| {
+            let description = if c.description.is_empty() {
+                format!("Custom resource definition column (in JSONPath format): {}", c.json_path)
+            } else {
+                c.description.clone()
+            };
+            json!({"name": c.name, "type": c.ty, "format": c.format, "description": description, "priority": c.priority})
+        }));
+        // Like kube-apiserver: an Age column only for versions without printer columns.
+        let has_age = !cols.is_empty();
         if !has_age {
-            defs.push(json!({"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+            defs.push(json!({"name": "Age", "type": "date", "format": "", "description": CREATED_DESC, "priority": 0}));
         }
         let rows = objs
             .iter()
