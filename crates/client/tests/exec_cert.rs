@@ -130,9 +130,16 @@ async fn exec_plugin_certificate_authenticates_and_rotates() {
         .unwrap();
     let (cert1, key1) = ca.client_cert("exec-user-1");
     std::fs::write(d.join("cred-1.json"), credential(&cert1, &key1, Some(soon))).unwrap();
-    // 2: a certificate without a CN: the server answers 401.
-    let (cert2, key2) = ca.client_cert("");
-    std::fs::write(d.join("cred-2.json"), credential(&cert2, &key2, None)).unwrap();
+    // 2: a token the server does not know: it answers 401. (A certificate without a CN
+    // would not do: like kube-apiserver, the server treats it as no credential at all,
+    // so the request runs as system:anonymous and gets 403.)
+    std::fs::write(
+        d.join("cred-2.json"),
+        serde_json::json!({"apiVersion": EXEC_API_V1, "kind": "ExecCredential",
+            "status": {"token": "not-a-token-this-server-knows"}})
+        .to_string(),
+    )
+    .unwrap();
     // 3: what the plugin returns after that 401.
     let (cert3, key3) = ca.client_cert("exec-user-3");
     std::fs::write(d.join("cred-3.json"), credential(&cert3, &key3, None)).unwrap();
@@ -150,11 +157,13 @@ async fn exec_plugin_certificate_authenticates_and_rotates() {
     assert_eq!(whoami(&client).await.unwrap(), "exec-user-3");
     assert_eq!(runs(d), 3);
 
-    // Without the certificate the same server refuses the client.
+    // Without the certificate the same server refuses the client: it is
+    // system:anonymous, which may not even review itself (403, as on kube-apiserver).
     let mut no_auth = config_for(&server, plugin(d));
     no_auth.auth = Auth::None;
     let err = whoami(&Client::new(no_auth).unwrap()).await.unwrap_err();
-    assert!(err.is_unauthorized(), "{err}");
+    assert!(err.is_forbidden(), "{err}");
+    assert!(err.to_string().contains("system:anonymous"), "{err}");
 }
 
 #[tokio::test]
