@@ -22,11 +22,45 @@ fn env() -> &'static Arc<cel::Env> {
     })
 }
 
-/// Compiles an expression, turning a panic of the parser into an error.
-fn compile(src: &str) -> Result<cel::Program, String> {
-    let env = env();
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env.compile(src))) {
+/// Stack that compiling, estimating and evaluating rules run on: enough for the deepest rule
+/// cel-go's parser limits allow, with room to spare. The `cel` crate's parser takes up to
+/// ~200 KiB of stack a nesting level in a debug build, 48 MiB for lists nested as deeply as
+/// the limits allow (32 MiB and less for other shapes, a few MiB to estimate and evaluate
+/// them). Mapped for the call, and backed by memory only as deep as it is used, when the
+/// thread's own stack has less left; a thread would cost 20 times as much.
+const RULE_STACK_SIZE: usize = 128 << 20;
+
+/// Runs `f` on a stack with at least [`RULE_STACK_SIZE`] left.
+fn on_rule_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(RULE_STACK_SIZE, RULE_STACK_SIZE, f)
+}
+
+/// A compiled rule or `messageExpression`.
+pub(crate) struct Rule {
+    expr: cel::IdedExpr,
+    /// Whether it refers to `oldSelf` (a transition rule).
+    uses_old_self: bool,
+}
+
+impl Rule {
+    pub(crate) fn expression(&self) -> &cel::IdedExpr {
+        &self.expr
+    }
+}
+
+/// Parses an expression, within cel-go's parser limits (checked on the text first: the parser
+/// would run out of stack), turning a panic of the parser into an error.
+fn compile(src: &str) -> Result<cel::IdedExpr, String> {
+    parse_limits::check(src)?;
+    let depth = u16::try_from(parse_limits::MAX_RECURSION_DEPTH).unwrap_or(u16::MAX);
+    let parser = env().parser().max_recursion_depth(depth);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.parse(src))) {
         Ok(Ok(p)) => Ok(p),
+        // The parser's own count of nesting, which the text check keeps it under.
+        Ok(Err(e)) if e.to_string().contains("Recursion limit of") => Err(format!(
+            "ERROR: <input>:-1:0: expression recursion limit exceeded: {}",
+            parse_limits::MAX_RECURSION_DEPTH
+        )),
         // cel-go's layout: the source excerpt under the error is indented by a space.
         Ok(Err(e)) => {
             let e = e.to_string().replace("\n| ", "\n | ");
@@ -40,19 +74,59 @@ fn compile(src: &str) -> Result<cel::Program, String> {
     }
 }
 
-/// Compiles a rule and checks that it only refers to `self` and `oldSelf`.
-fn compile_checked(src: &str) -> Result<cel::Program, String> {
-    let p = compile(src)?;
-    let mut undeclared: Vec<String> = p
-        .references()
+/// Compiled rules by their text, so that writes of custom resources do not parse their
+/// rules again. Cleared when the texts it holds pass [`COMPILED_CACHE_BYTES`].
+#[derive(Default)]
+struct CompiledCache {
+    rules: HashMap<String, Result<Arc<Rule>, String>>,
+    bytes: usize,
+}
+
+const COMPILED_CACHE_BYTES: usize = 16 << 20;
+
+fn compiled_cache() -> std::sync::MutexGuard<'static, CompiledCache> {
+    static CACHE: OnceLock<std::sync::Mutex<CompiledCache>> = OnceLock::new();
+    CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Compiles a rule and checks that it only refers to `self` and `oldSelf`, or finds it
+/// compiled. Runs on the rule stack (dropping a rule the cache lets go of recurses too).
+fn compile_checked(src: &str) -> Result<Arc<Rule>, String> {
+    if let Some(found) = compiled_cache().rules.get(src) {
+        return found.clone();
+    }
+    let compiled = compile_checked_uncached(src).map(Arc::new);
+    let mut cache = compiled_cache();
+    let bytes = src.len() + compiled.as_ref().err().map_or(0, String::len);
+    if cache.bytes + bytes > COMPILED_CACHE_BYTES {
+        cache.rules.clear();
+        cache.bytes = 0;
+    }
+    if bytes <= COMPILED_CACHE_BYTES
+        && cache
+            .rules
+            .insert(src.to_string(), compiled.clone())
+            .is_none()
+    {
+        cache.bytes += bytes;
+    }
+    compiled
+}
+
+fn compile_checked_uncached(src: &str) -> Result<Rule, String> {
+    let expr = compile(src)?;
+    let refs = expr.references();
+    let mut undeclared: Vec<&str> = refs
         .variables()
         .into_iter()
         .filter(|v| {
             !matches!(*v, "self" | "oldSelf")
-                && !declared_by_macro(&p, v)
+                && !declared_by_macro(&expr, v)
                 && !is_type_or_namespace(v)
         })
-        .map(str::to_string)
         .collect();
     undeclared.sort();
     if let Some(v) = undeclared.first() {
@@ -60,7 +134,12 @@ fn compile_checked(src: &str) -> Result<cel::Program, String> {
             "ERROR: <input>: undeclared reference to '{v}' (in container '')"
         ));
     }
-    Ok(p)
+    let uses_old_self = refs.has_variable("oldSelf");
+    drop(refs);
+    Ok(Rule {
+        expr,
+        uses_old_self,
+    })
 }
 
 /// Whether `name` is a type (`type(self) == int`) or a namespace of functions (`lists.range`)
@@ -83,8 +162,8 @@ fn is_type_or_namespace(name: &str) -> bool {
         || (TYPES.contains(&name) && env().types().find_type(name).is_some())
 }
 
-/// Whether `name` is the variable of a comprehension (`all`, `exists`, `map`...) in `p`.
-fn declared_by_macro(p: &cel::Program, name: &str) -> bool {
+/// Whether `name` is the variable of a comprehension (`all`, `exists`, `map`...) in `expr`.
+fn declared_by_macro(expr: &cel::IdedExpr, name: &str) -> bool {
     use cel::common::ast::Expr;
     fn walk(e: &cel::IdedExpr, name: &str) -> bool {
         match &e.expr {
@@ -123,7 +202,7 @@ fn declared_by_macro(p: &cel::Program, name: &str) -> bool {
             _ => false,
         }
     }
-    walk(p.expression(), name)
+    walk(expr, name)
 }
 
 /// The rules declared at a schema node.
@@ -181,6 +260,10 @@ fn rule_json(r: &Value) -> String {
 /// `Forbidden: ...`): the rules' schema errors first, then their CEL errors, then the
 /// schema's total cost, as kube-apiserver orders them.
 pub(crate) fn compile_errors(schema: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    on_rule_stack(|| compile_errors_on_stack(schema, path, out));
+}
+
+fn compile_errors_on_stack(schema: &Value, path: &str, out: &mut Vec<(String, String)>) {
     let mut found = RuleErrors::default();
     let root = NodeScope {
         resource_root: true,
@@ -450,7 +533,7 @@ fn rule_cel_errors(
             }
         }
     }
-    if p.references().has_variable("oldSelf") {
+    if p.uses_old_self {
         if let Some(u) = scope.uncorrelatable {
             found.cel.push((
                 format!("{at}.rule"),
@@ -530,15 +613,15 @@ enum Outcome {
     Error(String),
 }
 
-/// Runs a program with `self` (and `oldSelf`) bound, never panicking.
-fn run(p: &cel::Program, this: &cel::Value, old: Option<&cel::Value>) -> Outcome {
+/// Runs a rule with `self` (and `oldSelf`) bound, never panicking.
+fn run(p: &Rule, this: &cel::Value, old: Option<&cel::Value>) -> Outcome {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut ctx = cel::Context::with_env(Arc::clone(env()));
         ctx.add_variable_from_value("self", this.clone());
         if let Some(o) = old {
             ctx.add_variable_from_value("oldSelf", o.clone());
         }
-        p.execute(&ctx)
+        cel::Value::resolve(&p.expr, &ctx)
     }));
     match result {
         Ok(Ok(v)) => Outcome::Value(v),
@@ -673,7 +756,7 @@ fn eval_node_rules(
                 continue;
             }
         };
-        let transition = p.references().has_variable("oldSelf");
+        let transition = p.uses_old_self;
         let optional_old = r.get("optionalOldSelf") == Some(&Value::Bool(true));
         let old_binding = match (transition, optional_old, &old_cel) {
             (false, _, Some(_)) if old == Some(v) => continue, // ratcheting: unchanged
@@ -750,6 +833,16 @@ pub(crate) fn validate(
     path: &str,
     causes: &mut Vec<StatusCause>,
 ) {
+    on_rule_stack(|| validate_node(v, schema, old, path, causes));
+}
+
+fn validate_node(
+    v: &Value,
+    schema: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<StatusCause>,
+) {
     if v.is_null() {
         return;
     }
@@ -771,7 +864,7 @@ pub(crate) fn validate(
                 } else {
                     format!("{path}.{k}")
                 };
-                validate(child, sub, child_old, &child_path, causes);
+                validate_node(child, sub, child_old, &child_path, causes);
             }
         }
         Value::Array(items) => {
@@ -793,7 +886,7 @@ pub(crate) fn validate(
                     "set" => olds.iter().find(|o| *o == item),
                     _ => None,
                 });
-                validate(item, item_schema, item_old, &format!("{path}[{i}]"), causes);
+                validate_node(item, item_schema, item_old, &format!("{path}[{i}]"), causes);
             }
         }
         _ => {}
@@ -801,6 +894,7 @@ pub(crate) fn validate(
 }
 
 mod cost;
+mod parse_limits;
 
 #[cfg(test)]
 mod tests;

@@ -364,3 +364,159 @@ fn rules_on_untyped_nodes() {
         )]
     );
 }
+
+/// Rules nested as deeply as cel-go's parser allows (one shape per limit kube-apiserver was
+/// measured at): the CRD check accepts them, and they run on objects. The `cel` crate's
+/// parser needs tens of MiB of stack for them in a debug build, the test thread has 2.
+fn deepest_rules() -> Vec<(&'static str, String)> {
+    let nest = |open: &str, inner: &str, close: &str, n: usize| {
+        format!("{}{inner}{}", open.repeat(n), close.repeat(n))
+    };
+    vec![
+        ("parentheses", nest("(", "self.n", ")", 249) + " > 0"),
+        ("calls", nest("int(", "self.n", ")", 249) + " > 0"),
+        (
+            "macros",
+            (0..249).fold("self.b".to_string(), |r, i| format!("[1].all(x{i}, {r})")),
+        ),
+        (
+            "sums",
+            "1".to_string() + &" + 1".repeat(248) + " + self.n > 249",
+        ),
+        ("ternaries", "false ? false : ".repeat(248) + "self.n > 0"),
+        // always true: their evaluation builds the nested values
+        (
+            "lists",
+            format!("size({}) == 1", nest("[", "self.n", "]", 248)),
+        ),
+        (
+            "maps",
+            format!("size({}) == 1", nest("{1: ", "self.n", "}", 248)),
+        ),
+    ]
+}
+
+fn rules_schema(rules: &[String]) -> Value {
+    let rules: Vec<Value> = rules.iter().map(|r| json!({"rule": r})).collect();
+    json!({
+        "type": "object",
+        "x-kubernetes-validations": rules,
+        "properties": {"n": {"type": "integer"}, "b": {"type": "boolean"}}
+    })
+}
+
+#[test]
+fn deepest_rules_compile_and_run() {
+    let rules: Vec<String> = deepest_rules().into_iter().map(|(_, r)| r).collect();
+    let s = rules_schema(&rules);
+    let mut out = Vec::new();
+    compile_errors(&s, "spec.validation.openAPIV3Schema", &mut out);
+    assert_eq!(out, vec![]);
+    assert_eq!(check(&json!({"n": 1, "b": true}), &s, None), vec![]);
+    let failed: Vec<String> = check(&json!({"n": 0, "b": false}), &s, None)
+        .into_iter()
+        .map(|c| c.message)
+        .collect();
+    let names: Vec<&str> = deepest_rules().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(failed.len(), 5, "{names:?}: {failed:?}");
+    assert!(
+        failed
+            .iter()
+            .all(|m| m.starts_with("Invalid value: failed rule: ")),
+        "{failed:?}"
+    );
+}
+
+/// One level deeper, each is refused with kube-apiserver's error, as are rules nested
+/// thousands deep and rules over cel-go's size limit, before the parser sees them.
+#[test]
+fn too_deep_rules_are_refused_with_cel_gos_errors() {
+    const PARSE: &str = "ERROR: <input>:-1:0: expression recursion limit exceeded: 250";
+    const BUILD: &str = "ERROR: <input>:-1:0: max recursion depth exceeded";
+    let nest = |open: &str, inner: &str, close: &str, n: usize| {
+        format!("{}{inner}{}", open.repeat(n), close.repeat(n))
+    };
+    let cases = [
+        (nest("(", "self.n", ")", 250) + " > 0", PARSE.to_string()),
+        (nest("(", "self.n > 0", ")", 249), PARSE.to_string()),
+        (nest("(", "true", ")", 300), PARSE.to_string()),
+        (nest("(", "true", ")", 40_000), PARSE.to_string()),
+        (nest("[", "", "]", 40_000) + " == []", PARSE.to_string()),
+        (
+            (0..250).fold("true".to_string(), |r, i| format!("[1].map(x{i}, {r})[0]")),
+            PARSE.to_string(),
+        ),
+        ("false ? false : ".repeat(300) + "true", PARSE.to_string()),
+        ("1".to_string() + &" + 1".repeat(249) + " + self.n > 249", BUILD.to_string()),
+        ("self".to_string() + &".n".repeat(20_000) + " == 1", BUILD.to_string()),
+        ("'a'".to_string() + &".size().string()".repeat(125) + " == ''", BUILD.to_string()),
+        (
+            format!("'{}' == ''", "a".repeat(100_000)),
+            "ERROR: <input>:-1:0: expression code point size exceeds limit: size: 100008, limit 100000".to_string(),
+        ),
+    ];
+    for (rule, error) in cases {
+        let s = rules_schema(std::slice::from_ref(&rule));
+        let mut out = Vec::new();
+        compile_errors(&s, "s", &mut out);
+        assert_eq!(out.len(), 1, "{}: {out:?}", &rule[..40]);
+        let (field, message) = &out[0];
+        assert_eq!(field, "s.x-kubernetes-validations[0].rule");
+        assert!(
+            message.starts_with("Invalid value: {\"Rule\":")
+                && message.ends_with(&format!("}}: compilation failed: {error}")),
+            "{}: {}",
+            &rule[..40],
+            &message[message.len().saturating_sub(200)..]
+        );
+        // a stored schema with such a rule fails objects instead of the server
+        let c = check(&json!({"n": 1}), &s, None);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].message,
+            format!("Invalid value: \"object\": compilation failed: {error}")
+        );
+    }
+}
+
+/// Writes of custom resources find their rules compiled: one parse per rule text.
+#[test]
+fn compiled_rules_are_cached() {
+    let rule = format!(
+        "{}self.n > 0{} && self.n < 100",
+        "(".repeat(200),
+        ")".repeat(200)
+    );
+    let first = on_rule_stack(|| compile_checked(&rule)).expect("the rule compiles");
+    let second = on_rule_stack(|| compile_checked(&rule)).expect("the rule compiles");
+    assert!(Arc::ptr_eq(&first, &second));
+    let broken = "self.n >";
+    let e1 = compile_checked(broken).err();
+    assert!(e1.is_some());
+    assert_eq!(compile_checked(broken).err(), e1);
+    assert!(compiled_cache().rules.contains_key(broken));
+}
+
+/// Values and schemas as deep as a request body can be: a rule at every level of a schema
+/// nested 60 deep (the most a JSON body holds), over an object as deep.
+#[test]
+fn deep_schemas_and_values_are_walked() {
+    let depth = 60;
+    let mut s = json!({"type": "integer", "x-kubernetes-validations": [{"rule": "self > 0"}]});
+    let mut v = json!(0);
+    for _ in 0..depth {
+        s = json!({
+            "type": "object",
+            "properties": {"a": s},
+            "x-kubernetes-validations": [{"rule": "self == self && has(self.a)"}]
+        });
+        v = json!({ "a": v });
+    }
+    let mut out = Vec::new();
+    compile_errors(&s, "s", &mut out);
+    assert_eq!(out, vec![]);
+    let c = check(&v, &s, None);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].field, vec!["a"; depth].join("."));
+    assert_eq!(c[0].message, "Invalid value: 0: failed rule: self > 0");
+}
