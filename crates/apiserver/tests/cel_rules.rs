@@ -355,3 +355,193 @@ spec:
         "{err}"
     );
 }
+
+/// `(` x n + `inner` + `)` x n.
+fn nest(open: &str, inner: &str, close: &str, n: usize) -> String {
+    format!("{}{inner}{}", open.repeat(n), close.repeat(n))
+}
+
+/// A CRD of kind Deep whose `spec` has `rules` (with messages) over `n` and `b`, and a
+/// field `x` of any value.
+fn deep_crd(crd_name: &str, group: &str, plural: &str, rules: &[(&str, String)]) -> String {
+    let rules: Vec<serde_json::Value> = rules
+        .iter()
+        .map(|(m, r)| serde_json::json!({"rule": r, "message": m}))
+        .collect();
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd_name},
+        "spec": {
+            "group": group,
+            "scope": "Cluster",
+            "names": {"plural": plural, "singular": "deep", "kind": "Deep"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {
+                        "type": "object",
+                        "x-kubernetes-validations": rules,
+                        "properties": {
+                            "n": {"type": "integer"},
+                            "b": {"type": "boolean"},
+                            "x": {"x-kubernetes-preserve-unknown-fields": true}
+                        }
+                    }}
+                }}
+            }]
+        }
+    })
+    .to_string()
+}
+
+/// Rules as deeply nested as kube-apiserver's CEL parser allows are accepted and run on
+/// writes; one level deeper they are refused with its errors, the server staying up. Bodies
+/// nested 10,000 deep are refused before their schema or rules are looked at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_rules_and_objects() {
+    if !have_kubectl() {
+        return;
+    }
+    let env = Kubectl::start().await;
+    let group = format!("d{:08x}.kubewright.test", rand_u64() as u32);
+    let field = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+
+    // One level too deep for the parse (300 parentheses) and for building the expression
+    // (300 additions): refused with cel-go's errors.
+    let too_deep = [
+        ("parentheses", nest("(", "self.n", ")", 300) + " > 0"),
+        ("sums", "self.n".to_string() + &" + 1".repeat(300) + " > 0"),
+    ];
+    let bad_name = format!("toodeeps.{group}");
+    let (ok, _, err) = env.run(
+        &["create", "-f", "-"],
+        Some(&deep_crd(&bad_name, &group, "toodeeps", &too_deep)),
+    );
+    if ok {
+        env.run(&["delete", "crd", &bad_name, "--ignore-not-found"], None);
+    }
+    assert!(!ok, "a CRD with a rule nested 300 deep was accepted");
+    assert!(
+        err.contains(&format!(
+            r#"The CustomResourceDefinition "{bad_name}" is invalid"#
+        )),
+        "{err}"
+    );
+    for (i, e) in [
+        "expression recursion limit exceeded: 250",
+        "max recursion depth exceeded",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let msg = format!(
+            r#","Message":"{}","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}}: compilation failed: ERROR: <input>:-1:0: {e}"#,
+            too_deep[i].0
+        );
+        assert!(
+            err.contains(&format!("{field}[{i}].rule: Invalid value: {{\"Rule\":\""))
+                && err.contains(&msg),
+            "{i}: {err}"
+        );
+    }
+
+    // The deepest of each shape: accepted, and run on every write.
+    let deepest = [
+        ("parentheses", nest("(", "self.n", ")", 249) + " > 0"),
+        ("calls", nest("int(", "self.n", ")", 249) + " > 0"),
+        (
+            "macros",
+            (0..249).fold("self.b".to_string(), |r, i| format!("[1].all(x{i}, {r})")),
+        ),
+        (
+            "sums",
+            "1".to_string() + &" + 1".repeat(248) + " + self.n > 249",
+        ),
+        ("ternaries", "false ? false : ".repeat(248) + "self.n > 0"),
+        (
+            "lists",
+            format!("size({}) == 1", nest("[", "self.n", "]", 248)),
+        ),
+    ];
+    let crd_name = format!("deeps.{group}");
+    env.ok(
+        &["create", "-f", "-"],
+        Some(&deep_crd(&crd_name, &group, "deeps", &deepest)),
+    );
+    env.ok(
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd_name}"),
+            "--timeout=30s",
+        ],
+        None,
+    );
+    // `x` nested 100 deep (the body 103): within what both servers decode.
+    let x = nest("[", "1", "]", 100);
+    let deep = |name: &str, n: i64, b: bool| {
+        format!(
+            r#"{{"apiVersion": "{group}/v1", "kind": "Deep", "metadata": {{"name": "{name}"}}, "spec": {{"n": {n}, "b": {b}, "x": {x}}}}}"#
+        )
+    };
+    let created = retry_until_served(|| {
+        let (ok, _, err) = env.run(&["create", "-f", "-"], Some(&deep("d1", 1, true)));
+        (ok, err)
+    });
+    assert!(created, "custom resource creation never succeeded");
+    let got = env.json(&["get", "deep", "d1"]);
+    assert_eq!(got["spec"]["x"].to_string(), x);
+    let (ok, _, err) = env.run(&["create", "-f", "-"], Some(&deep("d2", 0, false)));
+    assert!(!ok, "an object failing the rules was accepted");
+    for m in ["parentheses", "calls", "macros", "sums", "ternaries"] {
+        assert!(
+            err.contains(&format!("spec: Invalid value: {m}")),
+            "{m}: {err}"
+        );
+    }
+    assert!(!err.contains("lists"), "{err}");
+
+    // Bodies nested 10,000 deep (a schema, an object): refused as kube-apiserver's decoder
+    // refuses them.
+    let schema = nest(
+        r#"{"type":"object","properties":{"a":"#,
+        r#"{"type":"string"}"#,
+        "}}",
+        10_000,
+    );
+    let crd = format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"deepers.{group}"}},"spec":{{"group":"{group}","scope":"Cluster","names":{{"plural":"deepers","kind":"Deeper"}},"versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{schema}}}}}]}}}}"#
+    );
+    let post = |path: &str, body: &str| {
+        let file = env.dir.path().join("body.json");
+        std::fs::write(&file, body).unwrap();
+        let (ok, out, err) = env.run(
+            &["create", "--raw", path, "-f", file.to_str().unwrap()],
+            None,
+        );
+        assert!(!ok, "{out}");
+        err
+    };
+    let err = post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crd,
+    );
+    assert_eq!(
+        err.trim(),
+        r#"Error from server (BadRequest): the object provided is unrecognized (must be of type CustomResourceDefinition): couldn't get version/kind; json parse error: invalid character '{' exceeded max depth ({"apiVersion":"apiextensions.k ...)"#
+    );
+    let object = deep("d3", 1, true).replace(&x, &nest("[", "1", "]", 10_000));
+    let err = post(&format!("/apis/{group}/v1/deeps"), &object);
+    assert_eq!(
+        err.trim(),
+        format!(
+            r#"Error from server (BadRequest): the object provided is unrecognized (must be of type Deep): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth ({} ...)"#,
+            &object[..30]
+        )
+    );
+
+    env.ok(&["delete", "deep", "d1"], None);
+    env.ok(&["delete", "crd", &crd_name], None);
+}
