@@ -271,6 +271,78 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
     decode_body_as(req, None)
 }
 
+/// Why a YAML body does not decode.
+pub(crate) enum YamlError {
+    /// It nests more than [`crate::limits::MAX_JSON_DEPTH`] levels: the JSON it converts to
+    /// would be refused; `open` is the bracket of that JSON at which it goes over (`[` for a
+    /// sequence, `{` for a mapping), `line` where in the YAML.
+    TooDeep {
+        line: u64,
+        open: char,
+    },
+    Invalid(serde_saphyr::Error),
+}
+
+/// Decodes YAML as deep as the JSON bodies decoded (`MAX_JSON_DEPTH` levels), on a stack with
+/// room for them: the YAML deserializer takes ~30 KiB of stack a level in a debug build,
+/// 1.8 MiB of a request thread's 2 MiB for its own default limit of 64 levels.
+pub(crate) fn decode_yaml(text: &str) -> Result<Value, YamlError> {
+    const STACK: usize = 16 << 20;
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = crate::limits::MAX_JSON_DEPTH;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    let decoded = stacker::maybe_grow(STACK, STACK, || {
+        serde_saphyr::from_str_with_options::<Value>(text, options)
+    });
+    decoded.map_err(|e| {
+        // over the budget's depth, or the parser's own bound on flow collections (`[[[...`)
+        let too_deep = matches!(
+            e.without_snippet(),
+            serde_saphyr::Error::Budget {
+                breach: serde_saphyr::budget::BudgetBreach::Depth { .. },
+                ..
+            }
+        ) || e.to_string().contains("recursion limit exceeded");
+        match (too_deep, e.location()) {
+            (true, Some(at)) => {
+                // the node that goes too deep: `[` or `- ` starts a sequence, a key a mapping
+                let nth = |n: u64| usize::try_from(n.saturating_sub(1)).unwrap_or(usize::MAX);
+                let c = text
+                    .lines()
+                    .nth(nth(at.line()))
+                    .and_then(|l| l.chars().nth(nth(at.column())));
+                let open = if matches!(c, Some('[' | '-')) {
+                    '['
+                } else {
+                    '{'
+                };
+                YamlError::TooDeep {
+                    line: at.line(),
+                    open,
+                }
+            }
+            _ => YamlError::Invalid(e),
+        }
+    })
+}
+
+/// apimachinery's `summarizeData(data, 30)`, which error messages quote a body with: JSON
+/// objects as text, other bodies in hex.
+fn summarize_data(data: &[u8]) -> String {
+    let (head, more) = if data.len() > 30 {
+        (&data[..30], " ...")
+    } else {
+        (data, "")
+    };
+    if data.first() == Some(&b'{') {
+        format!("{}{more}", String::from_utf8_lossy(head))
+    } else {
+        let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{hex}{more}")
+    }
+}
+
 /// The media types a request body may have.
 const BODY_MEDIA_TYPES: &str =
     "application/json, application/yaml, application/vnd.kubernetes.protobuf";
@@ -375,8 +447,14 @@ pub fn decode_body_as(req: &Req, kind: Option<&str>) -> Result<Value, ApiError> 
         let text = std::str::from_utf8(&req.body).map_err(|e| {
             ApiError::bad_request(format!("the request body is not valid UTF-8: {e}"))
         })?;
-        serde_saphyr::from_str(text)
-            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        decode_yaml(text).map_err(|e| match e {
+            YamlError::TooDeep { open, .. } => ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: invalid character '{open}' exceeded max depth ({})",
+                kind.unwrap_or("Object"),
+                summarize_data(&req.body)
+            )),
+            YamlError::Invalid(e) => ApiError::bad_request(format!("error decoding YAML: {e}")),
+        })?
     } else {
         serde_json::from_slice(&req.body).map_err(|e| {
             ApiError::bad_request(format!(

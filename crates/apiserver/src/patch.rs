@@ -608,8 +608,15 @@ fn apply(
 ) -> Result<Response<Body>, ApiError> {
     let text = std::str::from_utf8(&req.body)
         .map_err(|_| ApiError::bad_request("the apply patch is not valid UTF-8"))?;
-    let applied: Value = serde_saphyr::from_str(text)
-        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let applied: Value = crate::http::decode_yaml(text).map_err(|e| match e {
+        crate::http::YamlError::TooDeep { line, .. } => ApiError::bad_request(format!(
+            "error decoding YAML: error converting YAML to JSON: yaml: line {line}: exceeded max depth of {}",
+            crate::limits::MAX_JSON_DEPTH
+        )),
+        crate::http::YamlError::Invalid(e) => {
+            ApiError::bad_request(format!("error decoding YAML: {e}"))
+        }
+    })?;
     if !applied.is_object() {
         return Err(ApiError::bad_request("the apply patch must be an object"));
     }
