@@ -493,6 +493,11 @@ pub(crate) fn apply_json_patch(
         e
     };
     let mut copied = 0usize;
+    // The document may nest no deeper than a JSON body (kube-apiserver: its decoder's limit,
+    // on the patched object): an `add` at a deep path, or a `copy` below its own source,
+    // doubling the depth each time, would grow it without bound, past what walking, cloning
+    // and dropping an object recursively can take.
+    let mut depth = nesting_depth(doc);
     for op in ops {
         if let json_patch::PatchOperation::Copy(c) = op {
             let size = doc.pointer(c.from.as_str()).map_or(0, json_len);
@@ -501,9 +506,53 @@ pub(crate) fn apply_json_patch(
                 return Err(rejected());
             }
         }
+        if let Some(placed) = placed_depth(doc, op, depth) {
+            if placed > MAX_JSON_DEPTH {
+                return Err(rejected());
+            }
+            depth = depth.max(placed);
+        }
         json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|_| rejected())?;
     }
     Ok(())
+}
+
+/// How deeply a JSON patch operation nests what it puts in `doc`, whose nesting `depth`
+/// bounds: the tokens of its path and the nesting of the value (`None` for `remove`, `test`).
+fn placed_depth(doc: &Value, op: &json_patch::PatchOperation, depth: usize) -> Option<usize> {
+    use json_patch::PatchOperation as Op;
+    let tokens = |pointer: &str| pointer.matches('/').count();
+    // what a pointer leads to nests at most what remains of the document's depth below it
+    let moved = |path: &str, from: &str| {
+        let bound = tokens(path) + depth.saturating_sub(tokens(from));
+        if bound <= MAX_JSON_DEPTH {
+            bound
+        } else {
+            tokens(path) + doc.pointer(from).map_or(0, nesting_depth)
+        }
+    };
+    match op {
+        Op::Add(o) => Some(tokens(o.path.as_str()) + nesting_depth(&o.value)),
+        Op::Replace(o) => Some(tokens(o.path.as_str()) + nesting_depth(&o.value)),
+        Op::Copy(o) => Some(moved(o.path.as_str(), o.from.as_str())),
+        Op::Move(o) => Some(moved(o.path.as_str(), o.from.as_str())),
+        Op::Remove(_) | Op::Test(_) => None,
+    }
+}
+
+/// How many arrays and objects `v` nests (a scalar 0), without recursing.
+pub(crate) fn nesting_depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1)];
+    while let Some((v, depth)) = stack.pop() {
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|c| (c, depth + 1))),
+            Value::Object(m) => stack.extend(m.values().map(|c| (c, depth + 1))),
+            _ => continue,
+        }
+        deepest = deepest.max(depth);
+    }
+    deepest
 }
 
 /// A response body that keeps `G` (a seat, a connection's busy mark) until hyper is done

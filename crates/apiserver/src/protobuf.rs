@@ -44,27 +44,12 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     // JSON body is, which every recursive walk of an object relies on (a CRD's schema
     // nested 95 deep took all of a 2 MiB stack to create in a debug build).
     let max = crate::limits::MAX_JSON_DEPTH;
-    if nesting_depth(&v) > max {
+    if crate::limits::nesting_depth(&v) > max {
         return Err(
             Error::new(format!("the object is nested more than {max} levels deep")).to_string(),
         );
     }
     Ok(v)
-}
-
-/// How many arrays and objects `v` nests (a scalar 0), without recursing.
-fn nesting_depth(v: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(v, 1)];
-    while let Some((v, depth)) = stack.pop() {
-        match v {
-            Value::Array(a) => stack.extend(a.iter().map(|c| (c, depth + 1))),
-            Value::Object(m) => stack.extend(m.values().map(|c| (c, depth + 1))),
-            _ => continue,
-        }
-        deepest = deepest.max(depth);
-    }
-    deepest
 }
 
 #[derive(Debug)]

@@ -302,3 +302,106 @@ async fn deep_protobuf_bodies_are_refused() {
     }
     assert_eq!(schema, &serde_json::json!({"type": "string"}));
 }
+
+/// `{"a": ... 1 ...}`, `n` objects deep.
+fn chain(n: usize) -> String {
+    format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n))
+}
+
+/// JSON patches may not nest an object deeper than a JSON body may be: an `add` at a deep
+/// path (100 levels a patch, 11 patches aborted the server), or `copy`s below their own
+/// source, get kube-apiserver's 422 for a patched object its decoder refuses, and change
+/// nothing; patches within the limit apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_patches_cannot_nest_objects_past_the_limit() {
+    let server = TestServer::builder().start().await.unwrap();
+    let crd = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"things.deep.test"},"spec":{"group":"deep.test","scope":"Cluster","names":{"plural":"things","kind":"Thing"},"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{"x":{"x-kubernetes-preserve-unknown-fields":true}}}}}]}}"#;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, v) = send(&server, "POST", crds, "application/json", crd.as_bytes()).await;
+    assert_eq!(status, 201, "{v}");
+    let obj = r#"{"apiVersion":"deep.test/v1","kind":"Thing","metadata":{"name":"t"},"x":{"a":1}}"#;
+    let mut created = false;
+    for _ in 0..50 {
+        let (status, _) = send(
+            &server,
+            "POST",
+            "/apis/deep.test/v1/things",
+            "application/json",
+            obj.as_bytes(),
+        )
+        .await;
+        if status == 201 {
+            created = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(created, "the custom resource was never served");
+    let thing = "/apis/deep.test/v1/things/t";
+    let srv = &server;
+    let patch = |ops: String| async move {
+        send(
+            srv,
+            "PATCH",
+            thing,
+            "application/json-patch+json",
+            ops.as_bytes(),
+        )
+        .await
+    };
+    let rejected = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "the server rejected our request due to an error in our request",
+        "reason": "Invalid", "details": {}, "code": 422
+    });
+
+    // `x.a` holding 125 objects: 127 levels with the object and `x`, the limit
+    let (status, v) = patch(format!(
+        r#"[{{"op":"add","path":"/x/a","value":{}}}]"#,
+        chain(125)
+    ))
+    .await;
+    assert_eq!(status, 200, "{v}");
+    // one level deeper (the value one level down: the patch itself is at the limit)
+    let (status, v) = patch(format!(
+        r#"[{{"op":"add","path":"/x/a/a","value":{}}}]"#,
+        chain(125)
+    ))
+    .await;
+    assert_eq!((status, &v), (422, &rejected));
+    // deeper inside
+    let deep = format!("/x{}", "/a".repeat(100));
+    let (status, v) = patch(format!(
+        r#"[{{"op":"add","path":"{deep}/b","value":{}}}]"#,
+        chain(100)
+    ))
+    .await;
+    assert_eq!((status, &v), (422, &rejected));
+
+    // copies of `x` below itself, each one level deeper: refused when one goes over, as a
+    // whole
+    let (status, v) = patch(format!(
+        r#"[{{"op":"replace","path":"/x","value":{}}}]"#,
+        chain(60)
+    ))
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let copies: Vec<String> = (0..100)
+        .map(|_| r#"{"op":"copy","from":"/x","path":"/x/c"}"#.to_string())
+        .collect();
+    let (status, v) = patch(format!("[{}]", copies.join(","))).await;
+    assert_eq!((status, &v), (422, &rejected));
+    let (status, v) = patch(format!("[{}]", copies[..60].join(","))).await;
+    assert_eq!(status, 200, "{v}");
+    // and below its own leaf, doubling the depth
+    let leaf = format!("/x{}", "/a".repeat(60));
+    let (status, v) = patch(format!(r#"[{{"op":"copy","from":"/x","path":"{leaf}"}}]"#)).await;
+    assert_eq!((status, &v), (422, &rejected));
+    // a move as deep
+    let (status, v) = patch(format!(
+        r#"[{{"op":"move","from":"/x/c","path":"{leaf}"}}]"#
+    ))
+    .await;
+    assert_eq!((status, &v), (422, &rejected));
+    alive(&server).await;
+}
