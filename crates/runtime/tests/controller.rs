@@ -38,6 +38,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Every wait in these tests ends after this, failing the test.
 const DEADLINE: Duration = Duration::from_secs(30);
+/// Garbage collection of dependents of a custom resource whose CRD was just created: a
+/// real garbage collector notices new resource types on a 30 s discovery resync.
+const GC_DEADLINE: Duration = Duration::from_secs(90);
 
 #[derive(Debug, thiserror::Error)]
 enum TestError {
@@ -129,12 +132,26 @@ async fn wait_for<K>(
     api: &Api<K>,
     name: &str,
     what: &str,
+    pred: impl FnMut(Option<&K>) -> bool,
+) -> Option<K>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + Debug + Send + 'static,
+{
+    wait_for_within(api, name, what, DEADLINE, pred).await
+}
+
+/// [`wait_for`] with its own deadline.
+async fn wait_for_within<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    within: Duration,
     mut pred: impl FnMut(Option<&K>) -> bool,
 ) -> Option<K>
 where
     K: Resource + Clone + DeserializeOwned + serde::Serialize + Debug + Send + 'static,
 {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + within;
     let fields = format!("metadata.name={name}");
     let result = tokio::time::timeout_at(deadline, async {
         loop {
@@ -430,9 +447,15 @@ async fn configmap_per_widget_follows_the_widget() {
             .delete("w1", &DeleteParams::background())
             .await
             .unwrap();
-        wait_for(&cms, "w1-config", "dependent garbage-collected", |cm| {
-            cm.is_none()
-        })
+        // kube-controller-manager's garbage collector watches a new resource type (this
+        // test's CRD) only after its next discovery resync, every 30 s: allow for that.
+        wait_for_within(
+            &cms,
+            "w1-config",
+            "dependent garbage-collected",
+            GC_DEADLINE,
+            |cm| cm.is_none(),
+        )
         .await;
         // The widget's key is no longer reconciled once it left the cache.
         reports
