@@ -23,21 +23,36 @@ type Connector = TlsTimeoutConnector<hyper_rustls::HttpsConnector<ProxyConnector
 
 type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
 
-/// The connection pool. It is replaced (same connector, new pool) when the client
+/// The connection pools. They are replaced (same connectors, new pools) when the client
 /// certificate of an exec plugin changes, so that later requests open connections that
 /// present the new certificate (client-go closes its connections then too); requests
 /// in flight, such as watches, finish on their old connections.
+///
+/// `upgrade` speaks HTTP/1.1 only: exec, attach and port-forward switch protocols with
+/// an HTTP/1.1 `Upgrade`, which HTTP/2 does not have.
 struct Http {
     connector: Connector,
-    current: std::sync::Mutex<(u64, HyperClient)>,
+    upgrade_connector: Connector,
+    current: std::sync::Mutex<Pools>,
+}
+
+struct Pools {
+    generation: u64,
+    main: HyperClient,
+    upgrade: HyperClient,
 }
 
 impl Http {
-    fn new(connector: Connector) -> Self {
-        let client = Self::build(&connector);
+    fn new(connector: Connector, upgrade_connector: Connector) -> Self {
+        let current = Pools {
+            generation: 0,
+            main: Self::build(&connector),
+            upgrade: Self::build(&upgrade_connector),
+        };
         Self {
             connector,
-            current: std::sync::Mutex::new((0, client)),
+            upgrade_connector,
+            current: std::sync::Mutex::new(current),
         }
     }
 
@@ -51,20 +66,28 @@ impl Http {
             .build(connector.clone())
     }
 
-    /// The pool for client certificate `generation`.
-    fn get(&self, generation: u64) -> HyperClient {
+    /// The pool for client certificate `generation` (the HTTP/1.1-only one for upgrades).
+    fn get(&self, generation: u64, upgrade: bool) -> HyperClient {
         let mut current = self
             .current
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if current.0 != generation {
+        if current.generation != generation {
             tracing::debug!(
                 generation,
                 "client certificate changed, opening new connections"
             );
-            *current = (generation, Self::build(&self.connector));
+            *current = Pools {
+                generation,
+                main: Self::build(&self.connector),
+                upgrade: Self::build(&self.upgrade_connector),
+            };
         }
-        current.1.clone()
+        if upgrade {
+            current.upgrade.clone()
+        } else {
+            current.main.clone()
+        }
     }
 }
 
@@ -190,29 +213,40 @@ impl Client {
         }
         // `https://` proxies get the same trust and client certificate (like client-go).
         let proxy_tls = tls.clone();
-        let builder = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http();
-        let builder = match &config.tls_server_name {
-            Some(name) => {
-                let server_name = rustls_pki_types::ServerName::try_from(name.clone())
-                    .map_err(|e| Error::Tls(format!("invalid tls-server-name {name:?}: {e}")))?;
-                builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(
-                    server_name,
-                ))
-            }
-            None => builder,
+        let server_name = match &config.tls_server_name {
+            Some(name) => Some(
+                rustls_pki_types::ServerName::try_from(name.clone())
+                    .map_err(|e| Error::Tls(format!("invalid tls-server-name {name:?}: {e}")))?,
+            ),
+            None => None,
         };
         let proxy = config
             .proxy_for_cluster()?
             .map(|url| ProxyTarget::from_uri(&url, "proxy-url"))
             .transpose()?;
         let tcp = ProxyConnector::new(http, proxy, &proxy_tls, config.connect_timeout);
+        let https = |tls: rustls::ClientConfig| {
+            let builder = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http();
+            match &server_name {
+                Some(name) => builder.with_server_name_resolver(
+                    hyper_rustls::FixedServerNameResolver::new(name.clone()),
+                ),
+                None => builder,
+            }
+        };
         let connector = TlsTimeoutConnector::new(
-            builder.enable_all_versions().wrap_connector(tcp),
+            https(tls.clone())
+                .enable_all_versions()
+                .wrap_connector(tcp.clone()),
             config.tls_handshake_timeout,
         );
-        let http = Arc::new(Http::new(connector));
+        let upgrade_connector = TlsTimeoutConnector::new(
+            https(tls).enable_http1().wrap_connector(tcp),
+            config.tls_handshake_timeout,
+        );
+        let http = Arc::new(Http::new(connector, upgrade_connector));
         let mut headers = config.headers.clone();
         headers.extend(config.impersonation_headers()?);
         if let Ok(ua) = HeaderValue::from_str(&config.user_agent) {
@@ -313,7 +347,7 @@ impl Client {
     /// [`Config::timeout`] bounds the wait for the response headers only: reading the
     /// body is up to the caller.
     pub async fn send(&self, req: Request<Vec<u8>>) -> Result<Response<Incoming>> {
-        self.send_until(req).await.map(|(resp, _)| resp)
+        self.send_until(req, false).await.map(|(resp, _)| resp)
     }
 
     /// The full URL of a request, for errors (user-info redacted).
@@ -331,6 +365,7 @@ impl Client {
     async fn send_until(
         &self,
         req: Request<Vec<u8>>,
+        upgrade: bool,
     ) -> Result<(Response<Incoming>, Option<Instant>)> {
         let (parts, body) = req.into_parts();
         let body = Bytes::from(body);
@@ -379,7 +414,7 @@ impl Client {
             let http = self
                 .inner
                 .http
-                .get(self.inner.auth.client_cert_generation());
+                .get(self.inner.auth.client_cert_generation(), upgrade);
             let started = Instant::now();
             if deadline.is_none() {
                 deadline = self.inner.timeout.map(|t| started + t);
@@ -457,6 +492,31 @@ impl Client {
         }
     }
 
+    /// Sends an HTTP/1.1 `Upgrade` request (after auth, rate limiting and retries, like
+    /// [`Client::send`]) on a connection of its own, and returns the response. On
+    /// `101 Switching Protocols`, `hyper::upgrade::on(response)` yields the connection;
+    /// any other answer is returned as it is. [`Config::timeout`] bounds the wait for
+    /// the response headers.
+    pub async fn send_upgrade(&self, req: Request<Vec<u8>>) -> Result<Response<Incoming>> {
+        self.send_until(req, true).await.map(|(resp, _)| resp)
+    }
+
+    /// The error for a response that should have switched protocols: the server's
+    /// Status when it sent one (e.g. 400 "pod does not have a host assigned", 403).
+    pub(crate) async fn upgrade_refused(&self, resp: Response<Incoming>) -> Error {
+        let status = resp.status();
+        let deadline = self.inner.timeout.map(|t| Instant::now() + t);
+        match self.read_body(resp, deadline).await {
+            Ok(body) => Error::Api(Box::new(status_from_body(status, &body))),
+            Err(e) => e,
+        }
+    }
+
+    /// The display form of a request path (full URL, user-info redacted), for errors.
+    pub(crate) fn url_for_errors(&self, path_and_query: &str) -> String {
+        self.display_url(path_and_query)
+    }
+
     fn surface_warnings(&self, headers: &http::HeaderMap) {
         for w in headers.get_all("warning") {
             let Ok(text) = w.to_str() else { continue };
@@ -472,7 +532,7 @@ impl Client {
     /// responses become [`Error::Api`].
     /// [`Config::timeout`] bounds the whole exchange, body included.
     pub async fn request_bytes(&self, req: Request<Vec<u8>>) -> Result<(StatusCode, Bytes)> {
-        let (resp, deadline) = self.send_until(req).await?;
+        let (resp, deadline) = self.send_until(req, false).await?;
         let status = resp.status();
         let body = self.read_body(resp, deadline).await?;
         if !status.is_success() {
@@ -523,7 +583,7 @@ impl Client {
         &self,
         req: Request<Vec<u8>>,
     ) -> Result<impl Stream<Item = Result<Bytes>> + Send + use<>> {
-        let (resp, deadline) = self.send_until(req).await?;
+        let (resp, deadline) = self.send_until(req, false).await?;
         let status = resp.status();
         if !status.is_success() {
             let body = self.read_body(resp, deadline).await?;

@@ -45,6 +45,17 @@ pub enum Error {
     /// TLS setup failed.
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    /// A WebSocket (exec, attach, port-forward) failed: the upgrade, a read or a write.
+    #[error("websocket error: {}", cause_chain(&**.0))]
+    WebSocket(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The peer broke the streaming protocol of exec, attach or port-forward (an unknown
+    /// channel, a missing port header, no exit status, a bad handshake).
+    #[error("streaming protocol error: {0}")]
+    Protocol(String),
+    /// An eviction was refused because it would violate a PodDisruptionBudget (429
+    /// with a `DisruptionBudget` cause). Retry later, as `kubectl drain` does.
+    #[error("eviction blocked by a PodDisruptionBudget: {}", .0.message)]
+    EvictionBlocked(Box<Status>),
     /// The request did not complete within [`Config::timeout`](crate::Config::timeout).
     #[error("request timed out after {0:?}")]
     Timeout(std::time::Duration),
@@ -107,7 +118,7 @@ impl Error {
     /// The Status of an API error.
     pub fn status(&self) -> Option<&Status> {
         match self {
-            Error::Api(s) => Some(s),
+            Error::Api(s) | Error::EvictionBlocked(s) => Some(s),
             _ => None,
         }
     }

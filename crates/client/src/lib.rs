@@ -18,9 +18,11 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod limiter;
+pub mod pod;
 pub mod proxy;
 pub mod skip;
 pub mod watch;
+mod ws;
 
 pub use api::{Api, DeleteResult};
 pub use client::{Client, RequestInfo, RequestObserver};
