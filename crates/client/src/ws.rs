@@ -11,8 +11,8 @@ use http::{Request, StatusCode, header};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 /// A WebSocket over an upgraded API server connection.
@@ -84,7 +84,7 @@ pub(crate) fn query(pairs: &[(&str, String)]) -> String {
     if pairs.is_empty() {
         return String::new();
     }
-    let mut ser = form_urlencoded::Serializer::new(String::from("?"));
+    let mut ser = form_urlencoded::Serializer::for_suffix(String::from("?"), 1);
     for (k, v) in pairs {
         ser.append_pair(k, v);
     }

@@ -272,7 +272,9 @@ impl AttachedProcess {
         drop(self.stdin);
         match self.done.await {
             Ok(r) => r,
-            Err(_) => Err(Error::Protocol("the stream task ended without a result".into())),
+            Err(_) => Err(Error::Protocol(
+                "the stream task ended without a result".into(),
+            )),
         }
     }
 
@@ -406,9 +408,8 @@ fn exit_status(raw: &[u8]) -> Result<ExitStatus> {
             "the connection closed before the server sent the exit status".into(),
         ));
     }
-    let status: Status = serde_json::from_slice(raw).map_err(|e| {
-        Error::Protocol(format!("the exit status is not a Status object: {e}"))
-    })?;
+    let status: Status = serde_json::from_slice(raw)
+        .map_err(|e| Error::Protocol(format!("the exit status is not a Status object: {e}")))?;
     if status.status == "Success" {
         return Ok(ExitStatus {
             code: 0,

@@ -76,7 +76,9 @@ impl LogParams {
             ("limitBytes", self.limit_bytes),
         ] {
             if v.is_some_and(|v| v < 1) {
-                return Err(RequestError::Validation(format!("{name} must be greater than 0")).into());
+                return Err(
+                    RequestError::Validation(format!("{name} must be greater than 0")).into(),
+                );
             }
         }
         if self.tail_lines.is_some_and(|v| v < 0) {
@@ -163,10 +165,9 @@ where
 impl Api<Pod> {
     fn subresource_path(&self, name: &str, sub: &str, query: &[(&str, String)]) -> Result<String> {
         if name.is_empty() || name.contains('/') {
-            return Err(RequestError::Validation(format!(
-                "invalid pod name {name:?} for {sub}"
-            ))
-            .into());
+            return Err(
+                RequestError::Validation(format!("invalid pod name {name:?} for {sub}")).into(),
+            );
         }
         Ok(format!(
             "{}/{name}/{sub}{}",
@@ -224,10 +225,8 @@ impl Api<Pod> {
         T: Into<String>,
     {
         ap.validate()?;
-        let mut query: Vec<(&str, String)> = command
-            .into_iter()
-            .map(|c| ("command", c.into()))
-            .collect();
+        let mut query: Vec<(&str, String)> =
+            command.into_iter().map(|c| ("command", c.into())).collect();
         if query.is_empty() {
             return Err(RequestError::Validation("exec needs a command".into()).into());
         }
@@ -363,10 +362,7 @@ mod tests {
                 .into_iter()
                 .map(|s| Ok(Bytes::from(s))),
         );
-        let got: Vec<String> = lines(chunks)
-            .map(|l| l.unwrap_or_default())
-            .collect()
-            .await;
+        let got: Vec<String> = lines(chunks).map(|l| l.unwrap_or_default()).collect().await;
         assert_eq!(got, ["a", "bc", "d", "e"]);
     }
 

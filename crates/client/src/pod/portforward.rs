@@ -118,7 +118,8 @@ impl Portforwarder {
     }
 }
 
-type PortReader = futures::stream::BoxStream<'static, (usize, Option<std::io::Result<bytes::Bytes>>)>;
+type PortReader =
+    futures::stream::BoxStream<'static, (usize, Option<std::io::Result<bytes::Bytes>>)>;
 
 /// The caller's writes to port `i`, then one `None` at end of file.
 fn port_reader(i: usize, read: ReadHalf<DuplexStream>) -> PortReader {
@@ -139,7 +140,12 @@ struct PortSession {
 
 impl PortSession {
     /// Strips the two-byte port header from the first bytes of a channel.
-    fn strip<'a>(port: u16, header: &mut Vec<u8>, mut data: &'a [u8], channel: u8) -> Result<&'a [u8]> {
+    fn strip<'a>(
+        port: u16,
+        header: &mut Vec<u8>,
+        mut data: &'a [u8],
+        channel: u8,
+    ) -> Result<&'a [u8]> {
         if header.len() < 2 {
             let take = (2 - header.len()).min(data.len());
             header.extend_from_slice(&data[..take]);
@@ -157,8 +163,8 @@ impl PortSession {
     }
 
     fn finish(&mut self) {
-        if let Some(tx) = self.error_tx.take()
-            && !self.error.is_empty()
+        if !self.error.is_empty()
+            && let Some(tx) = self.error_tx.take()
         {
             let _ = tx.send(String::from_utf8_lossy(&self.error).into_owned());
         }
@@ -204,6 +210,9 @@ async fn run(
                         if p.error.len() + payload.len() <= MAX_ERROR {
                             p.error.extend_from_slice(payload);
                         }
+                        // The kubelet writes an error in one message: hand it over
+                        // at once, while the caller may still be using the stream.
+                        p.finish();
                     }
                 }
                 Some(Ok(Message::Text(_))) => break Err(Error::Protocol(
@@ -280,7 +289,8 @@ impl LocalForward {
                             return;
                         }
                     };
-                    let (Some(mut remote), Some(error)) = (pf.take_stream(port), pf.take_error(port))
+                    let (Some(mut remote), Some(error)) =
+                        (pf.take_stream(port), pf.take_error(port))
                     else {
                         return;
                     };
