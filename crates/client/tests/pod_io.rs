@@ -566,3 +566,32 @@ async fn an_eviction_blocked_by_a_budget_is_typed() {
         "/api/v1/namespaces/ns/pods/web-0/eviction"
     );
 }
+
+#[tokio::test]
+async fn proxy_requests_go_under_the_objects_proxy_path() {
+    let body = "hello from the pod";
+    let raw = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (client, heads) = peer(move |_| Answer::Refuse(raw.clone()), cat).await;
+    let got = pods(client.clone())
+        .proxy_get("web-0:8080", "/healthz?verbose=1")
+        .await
+        .unwrap();
+    assert_eq!(got, body.as_bytes());
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client, "ns");
+    services
+        .proxy_get("https:web:443", "metrics")
+        .await
+        .unwrap();
+    let heads = heads.lock().unwrap();
+    assert_eq!(
+        heads[0].target,
+        "/api/v1/namespaces/ns/pods/web-0:8080/proxy/healthz?verbose=1"
+    );
+    assert_eq!(
+        heads[1].target,
+        "/api/v1/namespaces/ns/services/https:web:443/proxy/metrics"
+    );
+}

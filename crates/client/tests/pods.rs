@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use futures::StreamExt;
 use kubewright_client::pod::{AttachParams, EvictParams, LogParams};
 use kubewright_client::{Api, Error};
 use kubewright_core::{ObjectMeta, Patch, PatchParams, PostParams};
@@ -65,7 +65,10 @@ async fn a_pod_without_a_node_has_no_logs_and_runs_nothing() {
         .await
         .unwrap_err();
     assert!(err.is_bad_request(), "{err}");
-    assert!(err.to_string().contains("does not have a host assigned"), "{err}");
+    assert!(
+        err.to_string().contains("does not have a host assigned"),
+        "{err}"
+    );
 
     let two = pod("two", "two", &["a", "b"]);
     pods.create(&PostParams::default(), &two).await.unwrap();
@@ -90,7 +93,10 @@ async fn a_pod_without_a_node_has_no_logs_and_runs_nothing() {
         err.status().unwrap().message,
         "container zz is not valid for pod two"
     );
-    let err = pods.logs("missing", &LogParams::default()).await.unwrap_err();
+    let err = pods
+        .logs("missing", &LogParams::default())
+        .await
+        .unwrap_err();
     assert!(err.is_not_found(), "{err}");
 }
 
@@ -193,10 +199,7 @@ async fn eviction_waits_for_the_disruption_budget() {
     .await
     .unwrap();
     budget_settles(&pdbs, "web", 1).await;
-    let status = pods
-        .evict("web-0", &EvictParams::default())
-        .await
-        .unwrap();
+    let status = pods.evict("web-0", &EvictParams::default()).await.unwrap();
     assert_eq!(status.status, "Success");
     // The pod is deleting (a real kubelet would finish it) or gone.
     let left = pods.get_opt("web-0").await.unwrap();

@@ -344,6 +344,11 @@ impl<K: Resource> Api<K> {
 
     /// `GET` `path` through the API server's proxy to `name`; see [`proxy`](Self::proxy).
     pub async fn proxy_get(&self, name: &str, path: &str) -> Result<Bytes> {
+        let path = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("/{path}")
+        };
         let req = Request::get(path)
             .body(Vec::new())
             .map_err(RequestError::Build)?;
