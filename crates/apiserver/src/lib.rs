@@ -33,6 +33,9 @@ mod rbac;
 mod registry;
 mod schema;
 mod server;
+/// SPDY/3.1 for kubectl port-forward.
+#[allow(dead_code)] // wired into pods/portforward by the kubelet simulation
+mod spdy;
 mod storage;
 mod table;
 mod watch;
