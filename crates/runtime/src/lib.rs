@@ -28,6 +28,7 @@ pub mod multicluster;
 pub mod owner;
 pub mod reflector;
 pub mod store;
+pub mod webhook;
 pub mod workqueue;
 
 pub use controller::{Action, Controller, Predicate, Reconciler, Source};

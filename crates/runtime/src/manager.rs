@@ -60,6 +60,7 @@ use crate::leaderelection::{
 };
 use crate::metrics::{Metrics, serve_metrics};
 use crate::multicluster::{ClusterContext, MultiClusterController, MultiClusterError};
+use crate::webhook::WebhookServer;
 use kubewright_client::Client;
 use kubewright_core::Resource;
 use prometheus_client::registry::Registry;
@@ -184,6 +185,9 @@ pub enum ManagerError {
     /// A multi-cluster controller cannot run.
     #[error(transparent)]
     MultiCluster(#[from] MultiClusterError),
+    /// The webhook server failed.
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
 }
 
 type CheckFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -200,6 +204,7 @@ pub struct ManagerBuilder {
     health_addr: Option<SocketAddr>,
     healthz: Vec<(String, CheckFn)>,
     readyz: Vec<(String, CheckFn)>,
+    webhook: Option<WebhookServer>,
 }
 
 impl fmt::Debug for ManagerBuilder {
@@ -295,6 +300,28 @@ impl ManagerBuilder {
     /// Validates the leader election settings, binds the addresses and registers the
     /// metric families. Does not need a Tokio runtime.
     pub fn build(self) -> Result<Manager, ManagerError> {
+        let mut this = self;
+        let mut registry = this.registry.take().unwrap_or_default();
+        let webhook = this.webhook.take().map(|server| {
+            let server = server.with_metrics(&mut registry);
+            this.readyz
+                .push(("webhook".to_string(), Box::new(server.ready_check())));
+            server
+        });
+        this.registry = Some(registry);
+        this.build_with(webhook)
+    }
+
+    /// Runs `server` with the manager: on every replica (webhooks do not wait for
+    /// leadership), with its metrics in the manager's registry, a `webhook` readiness
+    /// check, and a graceful stop when the manager stops.
+    #[must_use]
+    pub fn webhook_server(mut self, server: WebhookServer) -> Self {
+        self.webhook = Some(server);
+        self
+    }
+
+    fn build_with(self, webhook: Option<WebhookServer>) -> Result<Manager, ManagerError> {
         if let Some(le) = &self.leader_election {
             le.config
                 .validate()
@@ -347,6 +374,7 @@ impl ManagerBuilder {
             healthz: self.healthz,
             readyz: self.readyz,
             leading: watch::channel(false).0,
+            webhook,
         })
     }
 }
@@ -365,6 +393,7 @@ pub struct Manager {
     health_listener: Option<std::net::TcpListener>,
     healthz: Vec<(String, CheckFn)>,
     readyz: Vec<(String, CheckFn)>,
+    webhook: Option<WebhookServer>,
     leading: watch::Sender<bool>,
 }
 
@@ -397,6 +426,7 @@ impl Manager {
             health_addr: None,
             healthz: Vec::new(),
             readyz: Vec::new(),
+            webhook: None,
         }
     }
 
@@ -605,6 +635,16 @@ impl Manager {
                 }
                 Err(source) => shared.fail(bind_error(addr, source)),
             }
+        }
+
+        if let Some(server) = self.webhook {
+            let failed = shared.clone();
+            let cancel = servers_cancel.clone();
+            servers.spawn(async move {
+                if let Err(e) = server.run(cancel).await {
+                    failed.fail(e.into());
+                }
+            });
         }
 
         if let Some(le) = &self.leader_election {
