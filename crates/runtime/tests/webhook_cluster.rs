@@ -1,0 +1,332 @@
+//! The API server calling kubewright's webhook server: a real kube-apiserver (with
+//! KUBEWRIGHT_TEST_KUBECONFIG) reaches it on 127.0.0.1 through `clientConfig.url`; the
+//! embedded server calls it the same way. Each test's configurations select only its own
+//! namespace, and are deleted at the end.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kubewright_client::{Api, Client, Error};
+use kubewright_core::{DeleteParams, ObjectMeta, PostParams};
+use kubewright_runtime::webhook::{
+    AdmissionRequest, HookOptions, Mutation, Verdict, WebhookClient, WebhookServer,
+};
+use kubewright_testing::TestEnv;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Serving certificate for 127.0.0.1 in `dir`; returns the CA (PEM) for `caBundle`.
+fn certificates(dir: &Path) -> String {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
+    ca.pem()
+}
+
+fn only_namespace(ns: &str) -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([(
+            "kubernetes.io/metadata.name".to_string(),
+            ns.to_string(),
+        )])),
+        ..Default::default()
+    })
+}
+
+fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// Creates probes until `ready` says the configuration is in effect (a real API server
+/// picks up new webhook configurations through an informer, within about a second).
+async fn until_in_effect(cms: &Api<ConfigMap>, mut ready: impl FnMut(&Result<ConfigMap, Error>) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for i in 0.. {
+        let probe = cms
+            .create(&PostParams::default(), &cm(&format!("probe-{i}"), &[("forbidden", "x")]))
+            .await;
+        if ready(&probe) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "webhook configuration never took effect: {probe:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+struct Cleanup {
+    client: Client,
+    validating: Vec<String>,
+    mutating: Vec<String>,
+}
+
+impl Cleanup {
+    async fn run(self) {
+        let v: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        for name in &self.validating {
+            let _ = v.delete(name, &DeleteParams::default()).await;
+        }
+        let m: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        for name in &self.mutating {
+            let _ = m.delete(name, &DeleteParams::default()).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_api_server_calls_validating_and_mutating_webhooks() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certificates(dir.path());
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    let server = WebhookServer::builder("127.0.0.1:0".parse().unwrap())
+        .tls_files(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+        .validate_with(
+            "/validate",
+            HookOptions {
+                namespace_selector: only_namespace(&ns),
+                ..Default::default()
+            },
+            move |req: AdmissionRequest<ConfigMap>| {
+                let record = record.clone();
+                async move {
+                    record.lock().unwrap().push(format!("{:?} {}", req.operation, req.user_info.username));
+                    let data = req.object.and_then(|c| c.data).unwrap_or_default();
+                    if data.contains_key("forbidden") {
+                        Verdict::deny("key \"forbidden\" is not allowed")
+                    } else if data.contains_key("risky") {
+                        Verdict::allow().warning("risky is deprecated")
+                    } else {
+                        Verdict::allow()
+                    }
+                }
+            },
+        )
+        .mutate_with(
+            "/mutate",
+            HookOptions {
+                namespace_selector: only_namespace(&ns),
+                ..Default::default()
+            },
+            |req: AdmissionRequest<ConfigMap>| async move {
+                let mut cm = req.object.unwrap_or_default();
+                cm.data
+                    .get_or_insert_default()
+                    .entry("owner".into())
+                    .or_insert("team-a".into());
+                Mutation::patch(cm)
+            },
+        )
+        .build()
+        .unwrap();
+    let url = WebhookClient::Url(format!("https://{}", server.local_addr()));
+    let name = env.unique_name("kw-webhook");
+    let validating = server.validating_configuration(&name, &url, Some(ca.as_bytes()));
+    let mutating = server.mutating_configuration(&name, &url, Some(ca.as_bytes()));
+    let cancel = CancellationToken::new();
+    tokio::spawn(server.run(cancel.clone()));
+
+    let client = env.client();
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &validating)
+        .await
+        .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &mutating)
+        .await
+        .unwrap();
+    let cleanup = Cleanup {
+        client: client.clone(),
+        validating: vec![name.clone()],
+        mutating: vec![name.clone()],
+    };
+
+    let warnings: Arc<Mutex<Vec<String>>> = Arc::default();
+    let heard = warnings.clone();
+    let watched = client
+        .clone()
+        .with_warning_handler(Arc::new(move |w: &str| heard.lock().unwrap().push(w.to_string())));
+    let cms: Api<ConfigMap> = Api::namespaced(watched, &ns);
+    until_in_effect(&cms, |r| matches!(r, Err(e) if e.is_forbidden())).await;
+
+    // Denied: the real server's wording around our message, 403.
+    let err = cms
+        .create(&PostParams::default(), &cm("bad", &[("forbidden", "1")]))
+        .await
+        .unwrap_err();
+    let status = err.status().unwrap();
+    assert_eq!(status.code, 403, "{err}");
+    assert_eq!(
+        status.message,
+        "admission webhook \"validate.core.kubewright.io\" denied the request: key \"forbidden\" is not allowed"
+    );
+
+    // Mutated, then validated; a warning comes back as a Warning header.
+    let created = cms
+        .create(&PostParams::default(), &cm("good", &[("risky", "1")]))
+        .await
+        .unwrap();
+    assert_eq!(created.data.unwrap()["owner"], "team-a");
+    assert!(
+        warnings.lock().unwrap().iter().any(|w| w == "risky is deprecated"),
+        "{:?}",
+        warnings.lock().unwrap()
+    );
+    assert!(seen.lock().unwrap().iter().any(|s| s.starts_with("Create ")));
+
+    // Another namespace is not selected: no webhook there.
+    let other = env.namespace().await;
+    let others: Api<ConfigMap> = Api::namespaced(client.clone(), &other);
+    let free = others
+        .create(&PostParams::default(), &cm("free", &[("forbidden", "1")]))
+        .await
+        .unwrap();
+    assert!(free.data.unwrap().get("owner").is_none());
+
+    cleanup.run().await;
+    cancel.cancel();
+}
+
+#[tokio::test]
+async fn failure_policy_and_timeouts_of_unreachable_webhooks() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certificates(dir.path());
+    // A slow webhook (3 s, over its 1 s timeout) and a dead one (nothing listens).
+    let server = WebhookServer::builder("127.0.0.1:0".parse().unwrap())
+        .tls_files(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+        .validate_with(
+            "/slow",
+            HookOptions {
+                name: Some("slow.kubewright.io".into()),
+                timeout_seconds: 1,
+                namespace_selector: only_namespace(&ns),
+                ..Default::default()
+            },
+            |_: AdmissionRequest<ConfigMap>| async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Verdict::allow()
+            },
+        )
+        .build()
+        .unwrap();
+    let dead_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let live = WebhookClient::Url(format!("https://{}", server.local_addr()));
+    let dead = WebhookClient::Url(format!("https://127.0.0.1:{dead_port}"));
+    let name = env.unique_name("kw-failure");
+    let mut config = server.validating_configuration(&name, &live, Some(ca.as_bytes()));
+    let mut hooks = config.webhooks.take().unwrap();
+    let mut ignore = hooks[0].clone();
+    ignore.name = "dead-ignore.kubewright.io".into();
+    ignore.client_config = dead.client_config("/dead", Some(ca.as_bytes()));
+    ignore.failure_policy = Some("Ignore".into());
+    ignore.object_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([("hook".to_string(), "ignore".to_string())])),
+        ..Default::default()
+    });
+    let mut fail = ignore.clone();
+    fail.name = "dead-fail.kubewright.io".into();
+    fail.failure_policy = Some("Fail".into());
+    fail.object_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([("hook".to_string(), "fail".to_string())])),
+        ..Default::default()
+    });
+    hooks[0].object_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([("hook".to_string(), "slow".to_string())])),
+        ..Default::default()
+    });
+    hooks.extend([ignore, fail]);
+    config.webhooks = Some(hooks);
+    let cancel = CancellationToken::new();
+    tokio::spawn(server.run(cancel.clone()));
+    let client = env.client();
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let cleanup = Cleanup {
+        client: client.clone(),
+        validating: vec![name.clone()],
+        mutating: vec![],
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let labelled = |name: &str, hook: &str| {
+        let mut c = cm(name, &[]);
+        c.metadata.labels = Some(BTreeMap::from([("hook".to_string(), hook.to_string())]));
+        c
+    };
+    // Wait until the failing webhook is in effect.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut i = 0;
+    let err = loop {
+        i += 1;
+        match cms.create(&PostParams::default(), &labelled(&format!("f{i}"), "fail")).await {
+            Err(e) => break e,
+            Ok(_) => {
+                assert!(Instant::now() < deadline, "the webhook configuration never took effect");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let status = err.status().unwrap();
+    assert_eq!(status.code, 500, "{err}");
+    assert!(
+        status.message.starts_with(&format!(
+            "Internal error occurred: failed calling webhook \"dead-fail.kubewright.io\": failed to call webhook: Post \"https://127.0.0.1:{dead_port}/dead?timeout=1s\""
+        )),
+        "{}",
+        status.message
+    );
+    // Ignore: the request goes through.
+    cms.create(&PostParams::default(), &labelled("ignored", "ignore"))
+        .await
+        .unwrap();
+    // The slow one times out after its 1 s and fails the request.
+    let started = Instant::now();
+    let err = cms
+        .create(&PostParams::default(), &labelled("slow", "slow"))
+        .await
+        .unwrap_err();
+    let status = err.status().unwrap();
+    assert_eq!(status.code, 500, "{err}");
+    assert!(
+        status.message.contains("failed calling webhook \"slow.kubewright.io\"")
+            && status.message.contains("context deadline exceeded"),
+        "{}",
+        status.message
+    );
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    cleanup.run().await;
+    cancel.cancel();
+}
