@@ -65,16 +65,25 @@ fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
 
 /// Creates probes until `ready` says the configuration is in effect (a real API server
 /// picks up new webhook configurations through an informer, within about a second).
-async fn until_in_effect(cms: &Api<ConfigMap>, mut ready: impl FnMut(&Result<ConfigMap, Error>) -> bool) {
+async fn until_in_effect(
+    cms: &Api<ConfigMap>,
+    mut ready: impl FnMut(&Result<ConfigMap, Error>) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for i in 0.. {
         let probe = cms
-            .create(&PostParams::default(), &cm(&format!("probe-{i}"), &[("forbidden", "x")]))
+            .create(
+                &PostParams::default(),
+                &cm(&format!("probe-{i}"), &[("forbidden", "x")]),
+            )
             .await;
         if ready(&probe) {
             return;
         }
-        assert!(Instant::now() < deadline, "webhook configuration never took effect: {probe:?}");
+        assert!(
+            Instant::now() < deadline,
+            "webhook configuration never took effect: {probe:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -117,7 +126,10 @@ async fn the_api_server_calls_validating_and_mutating_webhooks() {
             move |req: AdmissionRequest<ConfigMap>| {
                 let record = record.clone();
                 async move {
-                    record.lock().unwrap().push(format!("{:?} {}", req.operation, req.user_info.username));
+                    record
+                        .lock()
+                        .unwrap()
+                        .push(format!("{:?} {}", req.operation, req.user_info.username));
                     let data = req.object.and_then(|c| c.data).unwrap_or_default();
                     if data.contains_key("forbidden") {
                         Verdict::deny("key \"forbidden\" is not allowed")
@@ -172,7 +184,9 @@ async fn the_api_server_calls_validating_and_mutating_webhooks() {
     let heard = warnings.clone();
     let watched = client
         .clone()
-        .with_warning_handler(Arc::new(move |w: &str| heard.lock().unwrap().push(w.to_string())));
+        .with_warning_handler(Arc::new(move |w: &str| {
+            heard.lock().unwrap().push(w.to_string())
+        }));
     let cms: Api<ConfigMap> = Api::namespaced(watched, &ns);
     until_in_effect(&cms, |r| matches!(r, Err(e) if e.is_forbidden())).await;
 
@@ -195,11 +209,20 @@ async fn the_api_server_calls_validating_and_mutating_webhooks() {
         .unwrap();
     assert_eq!(created.data.unwrap()["owner"], "team-a");
     assert!(
-        warnings.lock().unwrap().iter().any(|w| w == "risky is deprecated"),
+        warnings
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|w| w == "risky is deprecated"),
         "{:?}",
         warnings.lock().unwrap()
     );
-    assert!(seen.lock().unwrap().iter().any(|s| s.starts_with("Create ")));
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.starts_with("Create "))
+    );
 
     // Another namespace is not selected: no webhook there.
     let other = env.namespace().await;
@@ -291,10 +314,16 @@ async fn failure_policy_and_timeouts_of_unreachable_webhooks() {
     let mut i = 0;
     let err = loop {
         i += 1;
-        match cms.create(&PostParams::default(), &labelled(&format!("f{i}"), "fail")).await {
+        match cms
+            .create(&PostParams::default(), &labelled(&format!("f{i}"), "fail"))
+            .await
+        {
             Err(e) => break e,
             Ok(_) => {
-                assert!(Instant::now() < deadline, "the webhook configuration never took effect");
+                assert!(
+                    Instant::now() < deadline,
+                    "the webhook configuration never took effect"
+                );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -321,12 +350,160 @@ async fn failure_policy_and_timeouts_of_unreachable_webhooks() {
     let status = err.status().unwrap();
     assert_eq!(status.code, 500, "{err}");
     assert!(
-        status.message.contains("failed calling webhook \"slow.kubewright.io\"")
+        status
+            .message
+            .contains("failed calling webhook \"slow.kubewright.io\"")
             && status.message.contains("context deadline exceeded"),
         "{}",
         status.message
     );
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     cleanup.run().await;
+    cancel.cancel();
+}
+
+#[tokio::test]
+async fn crd_versions_convert_through_a_conversion_webhook() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kubewright_core::{ApiResource, DynamicObject};
+    use serde_json::{Value, json};
+
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certificates(dir.path());
+    let group = format!("{}.kubewright.io", env.unique_name("conv"));
+    let (v1, v2) = (format!("{group}/v1"), format!("{group}/v2"));
+    let (to_v1, to_v2) = (v1.clone(), v2.clone());
+    let server = WebhookServer::builder("127.0.0.1:0".parse().unwrap())
+        .tls_files(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+        .convert("/convert", move |mut obj: Value, desired: &str| {
+            let spec = obj
+                .get_mut("spec")
+                .and_then(Value::as_object_mut)
+                .ok_or("no spec")?;
+            if desired == to_v2 {
+                let size = spec
+                    .remove("size")
+                    .and_then(|s| s.as_str().and_then(|s| s.parse::<i64>().ok()))
+                    .ok_or("spec.size is not a number")?;
+                spec.insert("replicas".into(), size.into());
+            } else if desired == to_v1 {
+                let replicas = spec
+                    .remove("replicas")
+                    .and_then(|r| r.as_i64())
+                    .ok_or("no replicas")?;
+                spec.insert("size".into(), replicas.to_string().into());
+            } else {
+                return Err(format!("unknown version {desired}"));
+            }
+            Ok(obj)
+        })
+        .build()
+        .unwrap();
+    let url = WebhookClient::Url(format!("https://{}", server.local_addr()));
+    let conversion = kubewright_runtime::webhook::conversion(&url, "/convert", Some(ca.as_bytes()));
+    let cancel = CancellationToken::new();
+    tokio::spawn(server.run(cancel.clone()));
+
+    let version = |name: &str, storage: bool, spec: Value| {
+        json!({"name": name, "served": true, "storage": storage,
+               "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}})
+    };
+    let mut crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                 "versions": [
+                     version("v1", true, json!({"type": "object", "properties": {"size": {"type": "string"}}})),
+                     version("v2", false, json!({"type": "object", "properties": {"replicas": {"type": "integer"}}})),
+                 ]}
+    }))
+    .unwrap();
+    crd.spec.conversion = Some(conversion);
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let crd_name = format!("widgets.{group}");
+
+    let resource = |v: &str| ApiResource {
+        group: group.clone(),
+        version: v.into(),
+        api_version: format!("{group}/{v}"),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+        scope: kubewright_core::Scope::Namespaced,
+    };
+    let w1: Api<DynamicObject> = Api::namespaced_with(env.client(), &ns, &resource("v1"));
+    let w2: Api<DynamicObject> = Api::namespaced_with(env.client(), &ns, &resource("v2"));
+    let object = |api_version: &str, name: &str, spec: Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": api_version, "kind": "Widget",
+                                      "metadata": {"name": name}, "spec": spec}))
+        .unwrap()
+    };
+    // The CRD's endpoints appear once it is established.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match w1
+            .create(
+                &PostParams::default(),
+                &object(&v1, "one", json!({"size": "3"})),
+            )
+            .await
+        {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline && (e.is_not_found() || e.is_bad_request()) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("creating a v1 widget: {e}"),
+        }
+    }
+    // Stored as v1, read as v2 through the webhook.
+    let as_v2 = w2.get("one").await.unwrap();
+    assert_eq!(as_v2.types.as_ref().unwrap().api_version, v2);
+    assert_eq!(as_v2.data["spec"], json!({"replicas": 3}));
+    // Written as v2, stored as v1, read back as v1.
+    w2.create(
+        &PostParams::default(),
+        &object(&v2, "two", json!({"replicas": 4})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        w1.get("two").await.unwrap().data["spec"],
+        json!({"size": "4"})
+    );
+    // Lists convert every item.
+    let listed = w2.list(&Default::default()).await.unwrap();
+    let mut specs: Vec<Value> = listed
+        .items
+        .iter()
+        .map(|w| w.data["spec"].clone())
+        .collect();
+    specs.sort_by_key(|s| s["replicas"].as_i64());
+    assert_eq!(specs, [json!({"replicas": 3}), json!({"replicas": 4})]);
+    // A conversion error reaches the client.
+    let err = w1
+        .create(
+            &PostParams::default(),
+            &object(&v1, "bad", json!({"size": "many"})),
+        )
+        .await;
+    // Stored as v1 without conversion: the failure shows on reading it as v2.
+    assert!(err.is_ok());
+    let err = w2.get("bad").await.unwrap_err();
+    let status = err.status().unwrap();
+    assert_eq!(status.code, 500, "{err}");
+    assert!(
+        status.message.contains("spec.size is not a number"),
+        "{}",
+        status.message
+    );
+
+    let _ = crds.delete(&crd_name, &DeleteParams::default()).await;
     cancel.cancel();
 }

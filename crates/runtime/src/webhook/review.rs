@@ -65,10 +65,18 @@ pub struct UserInfo {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
     /// Groups.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub groups: Vec<String>,
     /// Extra attributes.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
@@ -151,10 +159,18 @@ pub struct AdmissionResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<String>,
     /// Added to the audit event.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub audit_annotations: BTreeMap<String, String>,
     /// Shown to the client as `Warning` headers.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub warnings: Vec<String>,
 }
 
@@ -181,12 +197,13 @@ pub struct ConversionReview {
 #[serde(rename_all = "camelCase")]
 pub struct ConversionRequest {
     /// Echoed in the response.
+    #[serde(default, deserialize_with = "null_default")]
     pub uid: String,
     /// The `apiVersion` to convert to (`group/version`).
     #[serde(rename = "desiredAPIVersion")]
     pub desired_api_version: String,
     /// The objects, in any versions of the resource.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub objects: Vec<Value>,
 }
 
@@ -195,10 +212,46 @@ pub struct ConversionRequest {
 #[serde(rename_all = "camelCase")]
 pub struct ConversionResponse {
     /// The request's uid.
+    #[serde(default, deserialize_with = "null_default")]
     pub uid: String,
     /// The objects in the desired version, in the request's order.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub converted_objects: Vec<Value>,
     /// `Success`, or `Failure` with a message.
+    #[serde(default, deserialize_with = "null_default")]
     pub result: Status,
+}
+
+/// Go encodes an empty slice or map as `null`: read it as empty.
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+    use super::*;
+
+    #[test]
+    fn go_nulls_read_as_empty() {
+        // What kube-apiserver sends: an empty response with null slices.
+        let review: ConversionReview = serde_json::from_str(
+            r#"{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1",
+                "request":{"uid":"u","desiredAPIVersion":"g/v2","objects":null},
+                "response":{"uid":"","convertedObjects":null,"result":{"metadata":{}}}}"#,
+        )
+        .unwrap();
+        assert!(review.request.unwrap().objects.is_empty());
+        let admission: AdmissionReview = serde_json::from_str(
+            r#"{"request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},
+                "resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE",
+                "userInfo":{"username":"a","groups":null,"extra":null},"object":null}}"#,
+        )
+        .unwrap();
+        assert!(admission.request.unwrap().user_info.groups.is_empty());
+    }
 }
