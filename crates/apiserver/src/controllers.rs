@@ -3,10 +3,10 @@
 //! garbage collector (background, foreground and orphan propagation), and ClusterRole
 //! aggregation (bootstrap.rs).
 
-use crate::api::ApiServer;
-use crate::delete::{DeleteOptions, delete_obj};
-use crate::meta::{meta_mut, meta_str};
+use crate::http::api::ApiServer;
 use crate::registry::ResourceDef;
+use crate::registry::delete::{DeleteOptions, delete_obj};
+use crate::registry::meta::{meta_mut, meta_str};
 use crate::storage::Mutation;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -46,7 +46,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     crds(srv);
     namespaces(srv);
     gc(srv);
-    crate::bootstrap::aggregate_cluster_roles(srv);
+    crate::auth::bootstrap::aggregate_cluster_roles(srv);
 }
 
 fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {
@@ -153,10 +153,10 @@ fn crds(srv: &Arc<ApiServer>) {
                 let mut next = (**cur).clone();
                 next["status"] = crate::crd::established_status(&next);
                 // Recorded as kube-apiserver's CRD controllers write it.
-                let ty = crate::schema::builtin_def(CRD_DEFINITION);
-                let mut changed = crate::fields::compare(cur, &next, ty);
+                let ty = crate::crd::schema::builtin_def(CRD_DEFINITION);
+                let mut changed = crate::registry::fields::compare(cur, &next, ty);
                 changed.retain_root("status", true);
-                crate::meta::record_update(
+                crate::registry::meta::record_update(
                     &mut next,
                     "kube-apiserver",
                     "apiextensions.k8s.io/v1",

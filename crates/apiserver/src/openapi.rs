@@ -20,8 +20,8 @@ mod paths;
 mod proto_v2;
 mod schemas;
 
-use crate::api::ApiServer;
 use crate::error::ApiError;
+use crate::http::api::ApiServer;
 use crate::http::{self as h, Body, Req};
 use crate::registry::ResourceDef;
 use bytes::Bytes;
@@ -482,7 +482,7 @@ fn serve_v3_doc(srv: &ApiServer, req: &Req, gv: &str) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ServerOptions;
+    use crate::http::api::ServerOptions;
     use http_body_util::BodyExt;
 
     fn server() -> Arc<ApiServer> {
@@ -510,7 +510,7 @@ mod tests {
                 .collect(),
             headers,
             body: Bytes::new(),
-            user: crate::rbac::UserInfo::admin(),
+            user: crate::auth::rbac::UserInfo::admin(),
         }
     }
 

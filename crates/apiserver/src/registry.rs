@@ -4,7 +4,13 @@
 //! constants and scope markers); the list of types is the only input. Custom resources are
 //! added and removed at run time as CRDs become Established or are deleted.
 
+pub(crate) mod defaults;
+pub(crate) mod delete;
+pub(crate) mod fields;
+pub(crate) mod filter;
+pub(crate) mod meta;
 pub mod strategy;
+pub(crate) mod table;
 
 use crate::crd::CrdSchema;
 use serde::Serialize;

@@ -7,7 +7,8 @@
 pub fn syntax_error(data: &[u8]) -> String {
     // The scanner recurses: past the server's nesting limit (limits.rs) answer what Go's
     // scanner answers past its own, before recursing that deep.
-    if let Some(c) = crate::limits::first_too_deep(data, crate::limits::MAX_JSON_DEPTH) {
+    if let Some(c) = crate::http::limits::first_too_deep(data, crate::http::limits::MAX_JSON_DEPTH)
+    {
         return invalid(c, "exceeded max depth");
     }
     let mut s = Scanner { data, pos: 0 };

@@ -1,8 +1,8 @@
 //! Authentication identities and RBAC authorization (Roles, ClusterRoles and their
 //! bindings, evaluated like kube-apiserver's RBAC authorizer).
 
-use crate::api::ApiServer;
 use crate::error::ApiError;
+use crate::http::api::ApiServer;
 use crate::registry::ResourceDef;
 use serde_json::Value;
 use std::collections::BTreeMap;

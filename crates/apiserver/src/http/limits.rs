@@ -134,7 +134,7 @@ pub(crate) fn is_probe(path: &str) -> bool {
 
 /// Whether the server authenticates requests (tokens, users or client certificates);
 /// without authentication everybody is the administrator, and nobody is exempt.
-pub(crate) fn authenticates(options: &crate::api::ServerOptions) -> bool {
+pub(crate) fn authenticates(options: &crate::http::api::ServerOptions) -> bool {
     !(options.tokens.is_empty() && options.users.is_empty() && options.client_ca_pem.is_none())
 }
 

@@ -597,7 +597,7 @@ fn row(cells: Vec<Value>, o: &Value, include: &str) -> Value {
     let object = match include {
         "None" => Value::Null,
         "Object" => o.clone(),
-        _ => crate::api::partial_meta(o),
+        _ => crate::http::api::partial_meta(o),
     };
     let mut r = json!({"cells": cells});
     if !object.is_null() {

@@ -1,8 +1,8 @@
 //! Object metadata helpers: names, timestamps, validation, generation and managed fields.
 
 use crate::error::ApiError;
-use crate::fields;
 use crate::registry::ResourceDef;
+use crate::registry::fields;
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value, json};
 
@@ -98,7 +98,10 @@ pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
         // As kube-apiserver's ValidateLabels: a cause per problem, at `metadata.labels`.
         let invalid = |value: &str, msg: String| StatusCause {
             reason: "FieldValueInvalid".into(),
-            message: format!("Invalid value: {}: {msg}", crate::rbac::go_quote(value)),
+            message: format!(
+                "Invalid value: {}: {msg}",
+                crate::auth::rbac::go_quote(value)
+            ),
             field: "metadata.labels".into(),
         };
         for (k, v) in labels {

@@ -1,11 +1,11 @@
 //! WATCH: initial events, resumption from a resourceVersion, selector transitions,
 //! bookmarks, timeouts and 410 for versions past the history window.
 
-use crate::api::{ApiServer, Target, partial_meta};
 use crate::error::ApiError;
-use crate::filter;
+use crate::http::api::{ApiServer, Target, partial_meta};
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::ResourceDef;
+use crate::registry::filter;
 use crate::storage::{Event, EventType};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -173,7 +173,7 @@ impl Writer {
             Format::Table => {
                 let cols = self.first_table;
                 self.first_table = false;
-                match crate::table::table(
+                match crate::registry::table::table(
                     &spec.def,
                     &[Arc::new(srv.present(&spec.def, obj))],
                     &dummy_req(),
@@ -316,7 +316,7 @@ fn dummy_req() -> Req {
         query_all: vec![],
         headers: Default::default(),
         body: Bytes::new(),
-        user: crate::rbac::UserInfo::admin(),
+        user: crate::auth::rbac::UserInfo::admin(),
     }
 }
 

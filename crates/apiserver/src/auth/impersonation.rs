@@ -25,9 +25,9 @@
 //! before. kube-apiserver also caches successful checks for 10 seconds; this server does
 //! not, so a revoked grant stops working at once rather than up to 10 seconds later.
 
-use crate::api::ApiServer;
+use crate::auth::rbac::{UserInfo, go_quote};
 use crate::error::ApiError;
-use crate::rbac::{UserInfo, go_quote};
+use crate::http::api::ApiServer;
 use kubewright_core::StatusDetails;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -158,9 +158,9 @@ impl Attrs {
 
     fn allowed(&self, srv: &ApiServer, user: &UserInfo) -> bool {
         if !self.resource_request {
-            return crate::rbac::authorize_path(srv, user, &self.verb, &self.path);
+            return crate::auth::rbac::authorize_path(srv, user, &self.verb, &self.path);
         }
-        let a = crate::rbac::Attributes {
+        let a = crate::auth::rbac::Attributes {
             verb: &self.verb,
             group: &self.group,
             resource: &self.resource,
@@ -168,7 +168,7 @@ impl Attrs {
             namespace: &self.namespace,
             name: &self.name,
         };
-        crate::rbac::authorize(srv, user, &a)
+        crate::auth::rbac::authorize(srv, user, &a)
     }
 
     fn check(&self, srv: &ApiServer, user: &UserInfo) -> Result<(), ApiError> {
