@@ -1,5 +1,4 @@
 //! Authentication helpers, RBAC authorization and impersonation.
 
-pub(crate) mod bootstrap;
 pub(crate) mod impersonation;
 pub(crate) mod rbac;

@@ -1,11 +1,13 @@
 //! The controllers a test expects from a real cluster: CRD establishment and cleanup,
 //! namespace lifecycle (content deletion, finalize, default ServiceAccount) and the
 //! garbage collector (background, foreground and orphan propagation), and ClusterRole
-//! aggregation (bootstrap.rs).
+//! aggregation (bootstrap.rs, with the default RBAC policy created at start).
+
+pub(crate) mod bootstrap;
 
 use crate::http::api::ApiServer;
+use crate::http::delete::{DeleteOptions, delete_obj};
 use crate::registry::ResourceDef;
-use crate::registry::delete::{DeleteOptions, delete_obj};
 use crate::registry::meta::{meta_mut, meta_str};
 use crate::storage::Mutation;
 use serde_json::{Value, json};
@@ -46,7 +48,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     crds(srv);
     namespaces(srv);
     gc(srv);
-    crate::auth::bootstrap::aggregate_cluster_roles(srv);
+    crate::controllers::bootstrap::aggregate_cluster_roles(srv);
 }
 
 fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {
@@ -153,7 +155,7 @@ fn crds(srv: &Arc<ApiServer>) {
                 let mut next = (**cur).clone();
                 next["status"] = crate::crd::established_status(&next);
                 // Recorded as kube-apiserver's CRD controllers write it.
-                let ty = crate::crd::schema::builtin_def(CRD_DEFINITION);
+                let ty = crate::registry::schema::builtin_def(CRD_DEFINITION);
                 let mut changed = crate::registry::fields::compare(cur, &next, ty);
                 changed.retain_root("status", true);
                 crate::registry::meta::record_update(

@@ -2,7 +2,6 @@
 //! printer columns, and turning an Established CRD into served resources.
 
 pub(crate) mod cel;
-pub(crate) mod schema;
 
 use crate::error::ApiError;
 use crate::registry::{ResourceDef, ScalePaths};
@@ -34,7 +33,7 @@ struct VersionInfo {
     columns: Vec<PrinterColumn>,
     selectable: Vec<String>,
     /// The compiled list/map semantics of `schema`, built on first use.
-    index: std::sync::OnceLock<crate::crd::schema::Index>,
+    index: std::sync::OnceLock<crate::registry::schema::Index>,
 }
 
 /// Per-version schema data of a custom resource.
@@ -70,11 +69,11 @@ impl CrdSchema {
 
     /// The list/map semantics of a version's structural schema (`x-kubernetes-list-type`,
     /// `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`), compiled once.
-    pub(crate) fn type_index(&self, version: &str) -> Option<&crate::crd::schema::Index> {
+    pub(crate) fn type_index(&self, version: &str) -> Option<&crate::registry::schema::Index> {
         let v = self.versions.get(version)?;
         Some(
             v.index
-                .get_or_init(|| crate::crd::schema::Index::for_crd(v.schema.as_ref())),
+                .get_or_init(|| crate::registry::schema::Index::for_crd(v.schema.as_ref())),
         )
     }
 

@@ -4,9 +4,9 @@
 //! function is a thin wrapper over the code the server itself runs, so that a limit the
 //! server applies (body size, patch size, nesting depth) applies to the fuzzer's inputs too.
 
-use crate::crd::schema;
 use crate::http::Req;
 use crate::http::api::ApiServer;
+use crate::registry::schema;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;

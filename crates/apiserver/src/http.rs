@@ -1,9 +1,11 @@
 //! HTTP plumbing: request view, content negotiation, response builders.
 
 pub(crate) mod api;
+pub(crate) mod delete;
 pub(crate) mod discovery;
 pub(crate) mod extra;
 pub(crate) mod limits;
+pub(crate) mod openapi;
 pub(crate) mod patch;
 pub(crate) mod server;
 pub(crate) mod watch;

@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::fields;
-use crate::registry::meta::{self, meta_mut, meta_str};
+use crate::registry::meta::{self, meta_mut, meta_str, partial_meta};
 use crate::registry::{Registry, ResourceDef};
 use crate::storage::{Mutation, Storage};
 use http::{Response, StatusCode};
@@ -135,7 +135,7 @@ impl ApiServer {
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let _ = s.create_namespace_object(ns);
             }
-            crate::auth::bootstrap::ensure_policy(&s);
+            crate::controllers::bootstrap::ensure_policy(&s);
         }
         s
     }
@@ -266,7 +266,7 @@ impl ApiServer {
             namespace: t.namespace.as_deref().unwrap_or(""),
             name: &name,
         };
-        if crate::auth::rbac::authorize(self, &req.user, &attrs) {
+        if crate::auth::rbac::authorize(&self.storage, &req.user, &attrs) {
             Ok(())
         } else {
             Err(ApiError::forbidden(
@@ -447,7 +447,13 @@ impl ApiServer {
         match format {
             Format::Table => {
                 let rv = meta_str(&obj, "resourceVersion").map(|rv| json!({"resourceVersion": rv}));
-                match crate::registry::table::table(def, &[Arc::new(obj)], req, rv, None) {
+                match crate::registry::table::table(
+                    def,
+                    &[Arc::new(obj)],
+                    req.q("includeObject"),
+                    rv,
+                    None,
+                ) {
                     Ok(t) => h::encode(StatusCode::OK, &t, &Format::Json),
                     Err(e) => h::error_response(&e),
                 }
@@ -499,7 +505,7 @@ impl ApiServer {
             Some(s) => Some(s.parse::<u64>().map_err(|_| {
                 ApiError::bad_request(format!(
                     "invalid resource version: resourceVersion: Invalid value: {}: {}",
-                    crate::auth::rbac::go_quote(s),
+                    crate::error::go_quote(s),
                     go_parse_error("ParseUint", s)
                 ))
             })?),
@@ -609,8 +615,13 @@ impl ApiServer {
         }
         match format {
             Format::Table => {
-                let table =
-                    crate::registry::table::table(&t.def, &selected, req, Some(list_meta), None)?;
+                let table = crate::registry::table::table(
+                    &t.def,
+                    &selected,
+                    req.q("includeObject"),
+                    Some(list_meta),
+                    None,
+                )?;
                 Ok(h::encode(StatusCode::OK, &table, &Format::Json))
             }
             Format::PartialMetaList => {
@@ -659,7 +670,7 @@ impl ApiServer {
             Some(v) => {
                 return Err(invalid(&format!(
                     "dryRun: Unsupported value: [{}]: supported values: \"All\"",
-                    crate::auth::rbac::go_quote(v)
+                    crate::error::go_quote(v)
                 )));
             }
         };
@@ -688,7 +699,7 @@ impl ApiServer {
             Some(v) => {
                 return Err(invalid(&format!(
                     "fieldValidation: Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
-                    crate::auth::rbac::go_quote(v)
+                    crate::error::go_quote(v)
                 )));
             }
         };
@@ -738,7 +749,7 @@ impl ApiServer {
                 .filter(|n| !n.is_empty())
                 .unwrap_or(&wo.namespace)
                 .to_string();
-            crate::auth::rbac::check_escalation(self, &wo.user, def, &obj, &ns)?;
+            crate::auth::rbac::check_escalation(&self.storage, &wo.user, def, &obj, &ns)?;
         }
         if !unknown.is_empty() {
             match wo.validation.as_str() {
@@ -883,18 +894,18 @@ impl ApiServer {
                 m.remove(f);
             }
         }
-        let ty = crate::crd::schema::for_resource(def, None);
+        let ty = crate::registry::schema::for_resource(def, None);
         // An applier owns what it applied, not what the server defaults.
         let applied = (operation == "Apply").then(|| fields::paths_of(&obj, ty));
         // Decoding: defaults, and the struct fields Go always writes.
         strategy.default(def, &mut obj);
-        crate::crd::schema::default_keys(&mut obj, ty);
+        crate::registry::schema::default_keys(&mut obj, ty);
         if def.crd.is_none() {
-            crate::crd::schema::fill_struct_fields(&mut obj, ty);
+            crate::registry::schema::fill_struct_fields(&mut obj, ty);
         }
         // An updater owns what the decoded object adds to an empty one.
         let owned = applied.unwrap_or_else(|| {
-            let mut c = fields::compare(&crate::crd::schema::zero_object(ty), &obj, ty);
+            let mut c = fields::compare(&crate::registry::schema::zero_object(ty), &obj, ty);
             if def.has_status {
                 c.retain_root("status", false);
             }
@@ -902,7 +913,7 @@ impl ApiServer {
         });
         strategy.prepare_for_create(def, &mut obj);
         if def.crd.is_none() {
-            crate::crd::schema::fill_struct_fields(&mut obj, ty);
+            crate::registry::schema::fill_struct_fields(&mut obj, ty);
         }
         if let Some(crd) = &def.crd {
             crd.validate_rules(def, &obj, None, &def.version)?;
@@ -1078,14 +1089,14 @@ impl ApiServer {
                 ));
             }
             let mut next = merge_for_write(def, cur, &mut obj, sub);
-            let ty = crate::crd::schema::for_resource(def, None);
+            let ty = crate::registry::schema::for_resource(def, None);
             let strategy = crate::registry::strategy::for_def(def);
             if sub != Some("status") {
                 strategy.default(def, &mut next);
             }
-            crate::crd::schema::default_keys(&mut next, ty);
+            crate::registry::schema::default_keys(&mut next, ty);
             if def.crd.is_none() {
-                crate::crd::schema::fill_struct_fields(&mut next, ty);
+                crate::registry::schema::fill_struct_fields(&mut next, ty);
             }
             if let Some(crd) = &def.crd {
                 crd.validate_rules(def, &next, Some(cur), &def.version)?;
@@ -1103,7 +1114,7 @@ impl ApiServer {
                     .map(|a| {
                         a.iter()
                             .filter(|f| !old.contains(f))
-                            .map(|f| crate::auth::rbac::go_quote(f.as_str().unwrap_or_default()))
+                            .map(|f| crate::error::go_quote(f.as_str().unwrap_or_default()))
                             .collect()
                     })
                     .unwrap_or_default();
@@ -1184,8 +1195,8 @@ impl ApiServer {
         t: &Target,
         name: &str,
     ) -> Result<Response<Body>, ApiError> {
-        let opts = crate::registry::delete::DeleteOptions::parse(req)?;
-        let r = crate::registry::delete::delete_one(
+        let opts = crate::http::delete::DeleteOptions::parse(req)?;
+        let r = crate::http::delete::delete_one(
             self,
             &t.def,
             t.ns(),
@@ -1202,7 +1213,7 @@ impl ApiServer {
         req: &Req,
         t: &Target,
     ) -> Result<Response<Body>, ApiError> {
-        let opts = crate::registry::delete::DeleteOptions::parse(req)?;
+        let opts = crate::http::delete::DeleteOptions::parse(req)?;
         let lo = Self::parse_list_options(req)?;
         crate::registry::filter::check_field_selector(&t.def, &lo.fields)?;
         let (items, rv) = self
@@ -1215,7 +1226,7 @@ impl ApiServer {
             }
             let ns = meta_str(&obj, "namespace").unwrap_or("").to_string();
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
-            match crate::registry::delete::delete_obj(self, &t.def, &ns, &name, &opts) {
+            match crate::http::delete::delete_obj(self, &t.def, &ns, &name, &opts) {
                 Ok((_, v)) => deleted.push(self.present_item(&t.def, &v)),
                 Err(e) if e.code() == 404 => {}
                 Err(e) => return Err(e),
@@ -1508,7 +1519,7 @@ fn go_parse_error(func: &str, s: &str) -> String {
     };
     format!(
         "strconv.{func}: parsing {}: {why}",
-        crate::auth::rbac::go_quote(s)
+        crate::error::go_quote(s)
     )
 }
 
@@ -1677,11 +1688,6 @@ fn too_large_rv(rv: u64, current: u64) -> ApiError {
         });
     }
     e
-}
-
-/// `PartialObjectMetadata` view of an object.
-pub(crate) fn partial_meta(obj: &Value) -> Value {
-    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
 pub(crate) fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {

@@ -279,7 +279,7 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     .unwrap_or(Value::Null);
                 let s = |k: &str| nra.get(k).and_then(Value::as_str).unwrap_or("").to_string();
                 let (verb, path) = (s("verb"), s("path"));
-                let allowed = crate::auth::rbac::authorize_path(srv, user, &verb, &path);
+                let allowed = crate::auth::rbac::authorize_path(&srv.storage, user, &verb, &path);
                 let why = crate::auth::rbac::Request::Path {
                     verb: &verb,
                     path: &path,
@@ -303,7 +303,7 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     namespace: &ns,
                     name: &name,
                 };
-                let allowed = crate::auth::rbac::authorize(srv, user, &attrs);
+                let allowed = crate::auth::rbac::authorize(&srv.storage, user, &attrs);
                 allowed_status(
                     srv,
                     user,
@@ -325,7 +325,7 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     "incomplete": false,
                 })
             } else {
-                let rules: Vec<Value> = crate::auth::rbac::rules_for(srv, user, &ns)
+                let rules: Vec<Value> = crate::auth::rbac::rules_for(&srv.storage, user, &ns)
                     .into_iter()
                     .map(|r| json!({"verbs": r.get("verbs"), "apiGroups": r.get("apiGroups"), "resources": r.get("resources"), "resourceNames": r.get("resourceNames")}))
                     .collect();
@@ -347,13 +347,13 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
     };
     // As kube-apiserver's create handler: the request's fields recorded for its manager.
     let manager = crate::registry::meta::manager_from_user_agent(req.header("user-agent"));
-    let ty = crate::crd::schema::for_resource(&t.def, None);
+    let ty = crate::registry::schema::for_resource(&t.def, None);
     let mut request = body.clone();
     if let Some(o) = request.as_object_mut() {
         o.remove("status");
     }
     let owned =
-        crate::registry::fields::compare(&crate::crd::schema::zero_object(ty), &request, ty)
+        crate::registry::fields::compare(&crate::registry::schema::zero_object(ty), &request, ty)
             .changed();
     body["status"] = status;
     body["apiVersion"] = json!(t.def.api_version());
@@ -446,7 +446,7 @@ fn allowed_status(
     req: &crate::auth::rbac::Request<'_>,
 ) -> Value {
     let reason = (allowed && !user.is_master())
-        .then(|| crate::auth::rbac::allow_reason(srv, user, req))
+        .then(|| crate::auth::rbac::allow_reason(&srv.storage, user, req))
         .flatten();
     match reason {
         Some(r) => json!({"allowed": true, "reason": r}),
@@ -466,8 +466,8 @@ pub fn create_subresource(
     let ns = t.namespace.as_deref().unwrap_or("");
     match (t.def.group.as_str(), t.def.plural.as_str(), sub) {
         ("", "pods", "eviction") => {
-            let opts = crate::registry::delete::DeleteOptions::default();
-            crate::registry::delete::delete_obj(srv, &t.def, ns, name, &opts)?;
+            let opts = crate::http::delete::DeleteOptions::default();
+            crate::http::delete::delete_obj(srv, &t.def, ns, name, &opts)?;
             Ok(h::encode(
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

@@ -1,12 +1,12 @@
 //! PATCH: JSON Patch, JSON merge patch, strategic merge patch and server-side apply.
 
-use crate::crd::schema::{self, FieldTy, ListType, Ty};
 use crate::error::ApiError;
 use crate::http::api::{ApiServer, Target, add_warnings, check_body};
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::ResourceDef;
 use crate::registry::fields::{self, Path};
 use crate::registry::meta::{meta_mut, meta_str};
+use crate::registry::schema::{self, FieldTy, ListType, Ty};
 use http::{Response, StatusCode};
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value, json};

@@ -579,6 +579,7 @@ where
     };
     let user = crate::auth::impersonation::impersonate(
         srv,
+        &srv.storage,
         user,
         &parts.method,
         &parts.uri,

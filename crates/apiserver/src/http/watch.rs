@@ -2,10 +2,11 @@
 //! bookmarks, timeouts and 410 for versions past the history window.
 
 use crate::error::ApiError;
-use crate::http::api::{ApiServer, Target, partial_meta};
+use crate::http::api::{ApiServer, Target};
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::ResourceDef;
 use crate::registry::filter;
+use crate::registry::meta::partial_meta;
 use crate::storage::{Event, EventType};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -176,7 +177,7 @@ impl Writer {
                 match crate::registry::table::table(
                     &spec.def,
                     &[Arc::new(srv.present(&spec.def, obj))],
-                    &dummy_req(),
+                    None,
                     None,
                     Some(cols),
                 ) {
@@ -306,18 +307,6 @@ fn pb_frame(kind: &str, object: &[u8]) -> Vec<u8> {
     frame.extend_from_slice(&u32::try_from(ev.len()).unwrap_or(u32::MAX).to_be_bytes());
     frame.extend_from_slice(&ev);
     frame
-}
-
-fn dummy_req() -> Req {
-    Req {
-        method: http::Method::GET,
-        path: String::new(),
-        query: Default::default(),
-        query_all: vec![],
-        headers: Default::default(),
-        body: Bytes::new(),
-        user: crate::auth::rbac::UserInfo::admin(),
-    }
 }
 
 async fn run(
