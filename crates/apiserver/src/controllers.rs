@@ -1,12 +1,14 @@
 //! The controllers a test expects from a real cluster: CRD establishment and cleanup,
 //! namespace lifecycle (content deletion, finalize, default ServiceAccount) and the
 //! garbage collector (background, foreground and orphan propagation), and ClusterRole
-//! aggregation (bootstrap.rs).
+//! aggregation (bootstrap.rs, with the default RBAC policy created at start).
 
-use crate::api::ApiServer;
-use crate::delete::{DeleteOptions, delete_obj};
-use crate::meta::{meta_mut, meta_str};
+pub(crate) mod bootstrap;
+
+use crate::http::api::ApiServer;
+use crate::http::delete::{DeleteOptions, delete_obj};
 use crate::registry::ResourceDef;
+use crate::registry::meta::{meta_mut, meta_str};
 use crate::storage::Mutation;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -46,7 +48,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     crds(srv);
     namespaces(srv);
     gc(srv);
-    crate::bootstrap::aggregate_cluster_roles(srv);
+    crate::controllers::bootstrap::aggregate_cluster_roles(srv);
 }
 
 fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {
@@ -153,10 +155,10 @@ fn crds(srv: &Arc<ApiServer>) {
                 let mut next = (**cur).clone();
                 next["status"] = crate::crd::established_status(&next);
                 // Recorded as kube-apiserver's CRD controllers write it.
-                let ty = crate::schema::builtin_def(CRD_DEFINITION);
-                let mut changed = crate::fields::compare(cur, &next, ty);
+                let ty = crate::registry::schema::builtin_def(CRD_DEFINITION);
+                let mut changed = crate::registry::fields::compare(cur, &next, ty);
                 changed.retain_root("status", true);
-                crate::meta::record_update(
+                crate::registry::meta::record_update(
                     &mut next,
                     "kube-apiserver",
                     "apiextensions.k8s.io/v1",

@@ -1,6 +1,8 @@
 //! CustomResourceDefinitions: structural schemas, pruning, validation, defaulting,
 //! printer columns, and turning an Established CRD into served resources.
 
+pub(crate) mod cel;
+
 use crate::error::ApiError;
 use crate::registry::{ResourceDef, ScalePaths};
 use kubewright_core::StatusCause;
@@ -31,7 +33,7 @@ struct VersionInfo {
     columns: Vec<PrinterColumn>,
     selectable: Vec<String>,
     /// The compiled list/map semantics of `schema`, built on first use.
-    index: std::sync::OnceLock<crate::schema::Index>,
+    index: std::sync::OnceLock<crate::registry::schema::Index>,
 }
 
 /// Per-version schema data of a custom resource.
@@ -67,11 +69,11 @@ impl CrdSchema {
 
     /// The list/map semantics of a version's structural schema (`x-kubernetes-list-type`,
     /// `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`), compiled once.
-    pub(crate) fn type_index(&self, version: &str) -> Option<&crate::schema::Index> {
+    pub(crate) fn type_index(&self, version: &str) -> Option<&crate::registry::schema::Index> {
         let v = self.versions.get(version)?;
         Some(
             v.index
-                .get_or_init(|| crate::schema::Index::for_crd(v.schema.as_ref())),
+                .get_or_init(|| crate::registry::schema::Index::for_crd(v.schema.as_ref())),
         )
     }
 
@@ -167,7 +169,7 @@ impl CrdSchema {
             o
         });
         let mut causes = Vec::new();
-        crate::cel::validate(&obj, schema, old.as_ref(), "", &mut causes);
+        crate::crd::cel::validate(&obj, schema, old.as_ref(), "", &mut causes);
         if causes.is_empty() {
             Ok(())
         } else {
@@ -697,7 +699,7 @@ pub fn validate_crd(def: &ResourceDef, crd: &Value) -> Result<(), ApiError> {
                 format!("spec.versions[{i}].schema.openAPIV3Schema")
             };
             let mut rules = Vec::new();
-            crate::cel::compile_errors(schema, &at, &mut rules);
+            crate::crd::cel::compile_errors(schema, &at, &mut rules);
             for (field, msg) in rules {
                 let reason = if msg.starts_with("Required") {
                     "FieldValueRequired"
@@ -723,7 +725,7 @@ pub fn validate_crd(def: &ResourceDef, crd: &Value) -> Result<(), ApiError> {
 
 /// The status an Established CRD reports.
 pub fn established_status(crd: &Value) -> Value {
-    let now = crate::meta::now_time();
+    let now = crate::registry::meta::now_time();
     let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let mut accepted: Map<String, Value> = names.as_object().cloned().unwrap_or_default();
     if !accepted.contains_key("singular") {

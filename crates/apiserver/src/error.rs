@@ -3,10 +3,10 @@
 mod go_json;
 mod go_labels;
 
-use crate::registry::ResourceDef;
 use kubewright_core::{Status, StatusCause, StatusDetails};
 
 pub use go_json::syntax_error as go_json_error;
+pub(crate) use go_json::{MAX_JSON_DEPTH, first_too_deep, json_too_deep, nesting_depth};
 pub use go_labels::{label_selector_error, label_value_errors, qualified_name_errors};
 
 /// An error answered to the client as a Status: the Status, the `Retry-After` seconds,
@@ -28,22 +28,13 @@ impl ApiError {
         self.2 = true;
         self
     }
-    fn with(mut self, details: StatusDetails) -> Self {
+    pub(crate) fn with(mut self, details: StatusDetails) -> Self {
         self.0.details = Some(details);
         self
     }
     /// 400 BadRequest.
     pub fn bad_request(msg: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", msg)
-    }
-    /// 404 NotFound for an object.
-    pub fn not_found(def: &ResourceDef, name: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", def.group_resource()),
-        )
-        .with(details(def, name))
     }
     /// 404 for a namespace.
     pub fn namespace_not_found(ns: &str) -> Self {
@@ -62,96 +53,6 @@ impl ApiError {
         )
         .with(StatusDetails::default())
     }
-    /// 409 AlreadyExists.
-    pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
-        Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", def.group_resource()),
-        )
-        .with(details(def, name))
-    }
-    /// 409 Conflict with a reason text.
-    pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
-        Self::new(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": {why}",
-                def.group_resource()
-            ),
-        )
-        .with(details(def, name))
-    }
-    /// 409 Conflict for a stale resourceVersion.
-    pub fn optimistic_lock(def: &ResourceDef, name: &str) -> Self {
-        Self::conflict(
-            def,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        )
-    }
-    /// 422 Invalid with field causes.
-    pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<StatusCause>) -> Self {
-        // Go's aggregate of field errors: without duplicates, one alone, several in
-        // brackets.
-        let mut all: Vec<String> = Vec::new();
-        for c in &causes {
-            let text = format!("{}: {}", c.field, c.message);
-            if !all.contains(&text) {
-                all.push(text);
-            }
-        }
-        let summary = if all.len() == 1 {
-            all.join("")
-        } else {
-            format!("[{}]", all.join(", "))
-        };
-        let group = if def.group.is_empty() {
-            String::new()
-        } else {
-            format!(".{}", def.group)
-        };
-        Self::new(
-            422,
-            "Invalid",
-            format!("{}{group} \"{name}\" is invalid: {summary}", def.kind),
-        )
-        .with(StatusDetails {
-            name: name.into(),
-            group: def.group.clone(),
-            kind: def.kind.clone(),
-            causes,
-            ..Default::default()
-        })
-    }
-    /// 422 for one field.
-    pub fn invalid_field(
-        def: &ResourceDef,
-        name: &str,
-        field: &str,
-        reason: &str,
-        message: impl Into<String>,
-    ) -> Self {
-        let message = message.into();
-        let kind_text = match reason {
-            "FieldValueRequired" => "Required value",
-            "FieldValueForbidden" => "Forbidden",
-            "FieldValueNotSupported" => "Unsupported value",
-            "FieldValueDuplicate" => "Duplicate value",
-            "FieldValueTooLong" => "Too long",
-            _ => "Invalid value",
-        };
-        Self::invalid(
-            def,
-            name,
-            vec![StatusCause {
-                reason: reason.into(),
-                message: format!("{kind_text}: {message}"),
-                field: field.into(),
-            }],
-        )
-    }
     /// 422 Invalid with a message. An options error
     /// (`ListOptions.meta.k8s.io "" is invalid: <field>: <error>`) gets the details
     /// kube-apiserver gives it: group `meta.k8s.io`, the options kind and the cause.
@@ -161,10 +62,6 @@ impl ApiError {
         let mut e = Self::new(422, "Invalid", msg);
         e.0.details = details;
         e
-    }
-    /// 403 Forbidden.
-    pub fn forbidden(def: &ResourceDef, name: &str, msg: impl Into<String>) -> Self {
-        Self::new(403, "Forbidden", msg).with(details(def, name))
     }
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(msg: impl Into<String>) -> Self {
@@ -272,13 +169,37 @@ fn options_details(msg: &str) -> Option<StatusDetails> {
     })
 }
 
-fn details(def: &ResourceDef, name: &str) -> StatusDetails {
-    StatusDetails {
-        name: name.into(),
-        group: def.group.clone(),
-        kind: def.plural.clone(),
-        ..Default::default()
+/// A string quoted like Go's `%q` (`strconv.Quote`), as kube-apiserver quotes names in its
+/// messages.
+pub(crate) fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() || (c.is_whitespace() && c != ' ') => {
+                if (c as u32) < 0x10000 {
+                    out.push_str(&format!("\\u{:04x}", c as u32));
+                } else {
+                    out.push_str(&format!("\\U{:08x}", c as u32));
+                }
+            }
+            c => out.push(c),
+        }
     }
+    out.push('"');
+    out
 }
 
 #[cfg(test)]

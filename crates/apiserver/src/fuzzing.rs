@@ -4,9 +4,9 @@
 //! function is a thin wrapper over the code the server itself runs, so that a limit the
 //! server applies (body size, patch size, nesting depth) applies to the fuzzer's inputs too.
 
-use crate::api::ApiServer;
 use crate::http::Req;
-use crate::schema;
+use crate::http::api::ApiServer;
+use crate::registry::schema;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;
@@ -23,7 +23,7 @@ pub async fn handle(
 ) -> (http::response::Parts, Option<Bytes>) {
     use futures::FutureExt as _;
     let req = req.map(Full::new);
-    let resp = match crate::server::handle(srv.clone(), req, None).await {
+    let resp = match crate::http::server::handle(srv.clone(), req, None).await {
         Ok(r) => r,
         Err(never) => match never {},
     };
@@ -69,7 +69,7 @@ pub fn decode_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, Str
         query_all: Vec::new(),
         headers,
         body: Bytes::copy_from_slice(body),
-        user: crate::rbac::UserInfo::admin(),
+        user: crate::auth::rbac::UserInfo::admin(),
     };
     crate::http::decode_body(&req).map_err(|e| e.0.message)
 }
@@ -87,26 +87,26 @@ pub fn protobuf_encode(obj: &Value) -> Result<Vec<u8>, String> {
 /// Applies a strategic merge patch to `orig` with the list semantics of the built-in
 /// OpenAPI definition `definition` (e.g. `io.k8s.api.core.v1.Pod`; none when unknown).
 pub fn strategic_merge(orig: &mut Value, patch: &Value, definition: &str) -> Result<(), String> {
-    crate::patch::strategic_merge(orig, patch, schema::builtin_def(definition))
+    crate::http::patch::strategic_merge(orig, patch, schema::builtin_def(definition))
 }
 
 /// The managedFields `fieldsV1` trie of the fields set in `obj`, an object of the built-in
 /// definition `definition`, as server-side apply records it.
 pub fn fields_v1_of(obj: &Value, definition: &str) -> Value {
     let ty = schema::builtin_def(definition);
-    crate::fields::to_fields_v1(&crate::fields::paths_of(obj, ty))
+    crate::registry::fields::to_fields_v1(&crate::registry::fields::paths_of(obj, ty))
 }
 
 /// A `fieldsV1` trie decoded into field paths (as the server reads managedFields) and
 /// encoded again.
 pub fn fields_v1_reencode(fields_v1: &Value) -> Value {
-    crate::fields::to_fields_v1(&crate::fields::from_fields_v1(fields_v1))
+    crate::registry::fields::to_fields_v1(&crate::registry::fields::from_fields_v1(fields_v1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ServerOptions;
+    use crate::http::api::ServerOptions;
     use serde_json::json;
 
     #[tokio::test]

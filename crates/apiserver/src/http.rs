@@ -1,5 +1,18 @@
 //! HTTP plumbing: request view, content negotiation, response builders.
 
+pub(crate) mod api;
+pub(crate) mod delete;
+pub(crate) mod discovery;
+pub(crate) mod extra;
+pub(crate) mod limits;
+pub(crate) mod openapi;
+pub(crate) mod patch;
+pub(crate) mod server;
+/// SPDY/3.1 for kubectl port-forward.
+#[allow(dead_code)] // wired into pods/portforward by the kubelet simulation
+pub(crate) mod spdy;
+pub(crate) mod watch;
+
 use crate::error::ApiError;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
@@ -26,7 +39,7 @@ pub struct Req {
     /// Body.
     pub body: Bytes,
     /// The authenticated user.
-    pub user: crate::rbac::UserInfo,
+    pub user: crate::auth::rbac::UserInfo,
 }
 
 impl Req {
@@ -273,7 +286,7 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
 
 /// Why a YAML body does not decode.
 pub(crate) enum YamlError {
-    /// It nests more than [`crate::limits::MAX_JSON_DEPTH`] levels: the JSON it converts to
+    /// It nests more than [`crate::http::limits::MAX_JSON_DEPTH`] levels: the JSON it converts to
     /// would be refused; `open` is the bracket of that JSON at which it goes over (`[` for a
     /// sequence, `{` for a mapping), `line` where in the YAML.
     TooDeep {
@@ -289,7 +302,7 @@ pub(crate) enum YamlError {
 pub(crate) fn decode_yaml(text: &str) -> Result<Value, YamlError> {
     const STACK: usize = 16 << 20;
     let mut budget = serde_saphyr::Budget::default();
-    budget.max_depth = crate::limits::MAX_JSON_DEPTH;
+    budget.max_depth = crate::http::limits::MAX_JSON_DEPTH;
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     let decoded = stacker::maybe_grow(STACK, STACK, || {
@@ -437,9 +450,12 @@ pub fn decode_body_as(req: &Req, kind: Option<&str>) -> Result<Value, ApiError> 
         return Err(ApiError::bad_request("the request body is empty"));
     }
     if essence == "application/json"
-        && crate::limits::json_too_deep(&req.body, crate::limits::MAX_JSON_DEPTH)
+        && crate::http::limits::json_too_deep(&req.body, crate::http::limits::MAX_JSON_DEPTH)
     {
-        return Err(crate::limits::too_deep(kind.unwrap_or("Object"), &req.body));
+        return Err(crate::http::limits::too_deep(
+            kind.unwrap_or("Object"),
+            &req.body,
+        ));
     }
     let v: Value = if essence == "application/vnd.kubernetes.protobuf" {
         crate::protobuf::decode(&req.body).map_err(ApiError::bad_request)?

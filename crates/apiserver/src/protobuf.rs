@@ -43,8 +43,8 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     // Maps, lists and embedded JSON nest deeper than messages: the object is bounded as a
     // JSON body is, which every recursive walk of an object relies on (a CRD's schema
     // nested 95 deep took all of a 2 MiB stack to create in a debug build).
-    let max = crate::limits::MAX_JSON_DEPTH;
-    if crate::limits::nesting_depth(&v) > max {
+    let max = crate::error::MAX_JSON_DEPTH;
+    if crate::error::nesting_depth(&v) > max {
         return Err(
             Error::new(format!("the object is nested more than {max} levels deep")).to_string(),
         );

@@ -4,9 +4,18 @@
 //! constants and scope markers); the list of types is the only input. Custom resources are
 //! added and removed at run time as CRDs become Established or are deleted.
 
+pub(crate) mod defaults;
+pub(crate) mod fields;
+pub(crate) mod filter;
+pub(crate) mod meta;
+pub(crate) mod schema;
 pub mod strategy;
+pub(crate) mod table;
 
 use crate::crd::CrdSchema;
+use crate::error::ApiError;
+use crate::openapi::schemas::builtin_types;
+use kubewright_core::{StatusCause, StatusDetails};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -240,68 +249,6 @@ fn names_for(group: &str, plural: &str) -> (Vec<String>, Vec<String>) {
     (short.iter().map(|s| s.to_string()).collect(), categories)
 }
 
-/// Calls `$m!($($args)* <every served built-in type>)`: the one list of built-in kinds,
-/// shared by the resource table and the OpenAPI documents.
-macro_rules! builtin_types {
-    ($m:ident ! ( $($args:tt)* )) => {
-        $m!($($args)*
-            k8s_openapi::api::core::v1::ConfigMap,
-            k8s_openapi::api::core::v1::Endpoints,
-            k8s_openapi::api::core::v1::Event,
-            k8s_openapi::api::core::v1::LimitRange,
-            k8s_openapi::api::core::v1::Namespace,
-            k8s_openapi::api::core::v1::Node,
-            k8s_openapi::api::core::v1::PersistentVolume,
-            k8s_openapi::api::core::v1::PersistentVolumeClaim,
-            k8s_openapi::api::core::v1::Pod,
-            k8s_openapi::api::core::v1::PodTemplate,
-            k8s_openapi::api::core::v1::ReplicationController,
-            k8s_openapi::api::core::v1::ResourceQuota,
-            k8s_openapi::api::core::v1::Secret,
-            k8s_openapi::api::core::v1::Service,
-            k8s_openapi::api::core::v1::ServiceAccount,
-            k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
-            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
-            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
-            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-            k8s_openapi::api::apps::v1::ControllerRevision,
-            k8s_openapi::api::apps::v1::DaemonSet,
-            k8s_openapi::api::apps::v1::Deployment,
-            k8s_openapi::api::apps::v1::ReplicaSet,
-            k8s_openapi::api::apps::v1::StatefulSet,
-            k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
-            k8s_openapi::api::batch::v1::CronJob,
-            k8s_openapi::api::batch::v1::Job,
-            k8s_openapi::api::certificates::v1::CertificateSigningRequest,
-            k8s_openapi::api::coordination::v1::Lease,
-            k8s_openapi::api::discovery::v1::EndpointSlice,
-            k8s_openapi::api::events::v1::Event,
-            k8s_openapi::api::flowcontrol::v1::FlowSchema,
-            k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration,
-            k8s_openapi::api::networking::v1::Ingress,
-            k8s_openapi::api::networking::v1::IngressClass,
-            k8s_openapi::api::networking::v1::IPAddress,
-            k8s_openapi::api::networking::v1::NetworkPolicy,
-            k8s_openapi::api::networking::v1::ServiceCIDR,
-            k8s_openapi::api::node::v1::RuntimeClass,
-            k8s_openapi::api::policy::v1::PodDisruptionBudget,
-            k8s_openapi::api::rbac::v1::ClusterRole,
-            k8s_openapi::api::rbac::v1::ClusterRoleBinding,
-            k8s_openapi::api::rbac::v1::Role,
-            k8s_openapi::api::rbac::v1::RoleBinding,
-            k8s_openapi::api::scheduling::v1::PriorityClass,
-            k8s_openapi::api::storage::v1::CSIDriver,
-            k8s_openapi::api::storage::v1::CSINode,
-            k8s_openapi::api::storage::v1::CSIStorageCapacity,
-            k8s_openapi::api::storage::v1::StorageClass,
-            k8s_openapi::api::storage::v1::VolumeAttachment,
-            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-        )
-    };
-}
-pub(crate) use builtin_types;
-
 macro_rules! builtins {
     ($($ty:path),* $(,)?) => {
         vec![$(builtin::<$ty>()),*]
@@ -503,6 +450,122 @@ pub fn version_priority(v: &str) -> (u8, u32, u32) {
         (0, "")
     };
     (class, major, n.parse().unwrap_or(0))
+}
+
+/// The errors about an object of a resource, with the resource in their details.
+impl ApiError {
+    /// 404 NotFound for an object.
+    pub fn not_found(def: &ResourceDef, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", def.group_resource()),
+        )
+        .with(details(def, name))
+    }
+    /// 409 AlreadyExists.
+    pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", def.group_resource()),
+        )
+        .with(details(def, name))
+    }
+    /// 409 Conflict with a reason text.
+    pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                def.group_resource()
+            ),
+        )
+        .with(details(def, name))
+    }
+    /// 409 Conflict for a stale resourceVersion.
+    pub fn optimistic_lock(def: &ResourceDef, name: &str) -> Self {
+        Self::conflict(
+            def,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+    /// 422 Invalid with field causes.
+    pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<StatusCause>) -> Self {
+        // Go's aggregate of field errors: without duplicates, one alone, several in
+        // brackets.
+        let mut all: Vec<String> = Vec::new();
+        for c in &causes {
+            let text = format!("{}: {}", c.field, c.message);
+            if !all.contains(&text) {
+                all.push(text);
+            }
+        }
+        let summary = if all.len() == 1 {
+            all.join("")
+        } else {
+            format!("[{}]", all.join(", "))
+        };
+        let group = if def.group.is_empty() {
+            String::new()
+        } else {
+            format!(".{}", def.group)
+        };
+        Self::new(
+            422,
+            "Invalid",
+            format!("{}{group} \"{name}\" is invalid: {summary}", def.kind),
+        )
+        .with(StatusDetails {
+            name: name.into(),
+            group: def.group.clone(),
+            kind: def.kind.clone(),
+            causes,
+            ..Default::default()
+        })
+    }
+    /// 422 for one field.
+    pub fn invalid_field(
+        def: &ResourceDef,
+        name: &str,
+        field: &str,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        let message = message.into();
+        let kind_text = match reason {
+            "FieldValueRequired" => "Required value",
+            "FieldValueForbidden" => "Forbidden",
+            "FieldValueNotSupported" => "Unsupported value",
+            "FieldValueDuplicate" => "Duplicate value",
+            "FieldValueTooLong" => "Too long",
+            _ => "Invalid value",
+        };
+        Self::invalid(
+            def,
+            name,
+            vec![StatusCause {
+                reason: reason.into(),
+                message: format!("{kind_text}: {message}"),
+                field: field.into(),
+            }],
+        )
+    }
+    /// 403 Forbidden.
+    pub fn forbidden(def: &ResourceDef, name: &str, msg: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", msg).with(details(def, name))
+    }
+}
+
+fn details(def: &ResourceDef, name: &str) -> StatusDetails {
+    StatusDetails {
+        name: name.into(),
+        group: def.group.clone(),
+        kind: def.plural.clone(),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 pub fn syntax_error(data: &[u8]) -> String {
     // The scanner recurses: past the server's nesting limit (limits.rs) answer what Go's
     // scanner answers past its own, before recursing that deep.
-    if let Some(c) = crate::limits::first_too_deep(data, crate::limits::MAX_JSON_DEPTH) {
+    if let Some(c) = first_too_deep(data, MAX_JSON_DEPTH) {
         return invalid(c, "exceeded max depth");
     }
     let mut s = Scanner { data, pos: 0 };
@@ -208,6 +208,62 @@ impl Scanner<'_> {
         }
         Ok(())
     }
+}
+
+/// Nesting depth of a JSON request body. kube-apiserver's decoder allows 10,000 levels;
+/// this server stops where serde_json's recursion limit does (127 levels), which keeps
+/// every recursive walk of an object (pruning, defaulting, field sets, encoding,
+/// dropping) far from the end of a 2 MiB thread stack. The answer has kube-apiserver's
+/// text for its own limit.
+pub(crate) const MAX_JSON_DEPTH: usize = 127;
+
+/// The bracket at which `body` (JSON) nests deeper than `max` arrays and objects, if it
+/// does. A byte scan, so the check itself cannot run out of stack.
+pub(crate) fn first_too_deep(body: &[u8], max: usize) -> Option<u8> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return Some(b);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `body` (JSON) nests deeper than `max` arrays and objects.
+pub(crate) fn json_too_deep(body: &[u8], max: usize) -> bool {
+    first_too_deep(body, max).is_some()
+}
+
+/// How many arrays and objects `v` nests (a scalar 0), without recursing.
+pub(crate) fn nesting_depth(v: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1)];
+    while let Some((v, depth)) = stack.pop() {
+        match v {
+            serde_json::Value::Array(a) => stack.extend(a.iter().map(|c| (c, depth + 1))),
+            serde_json::Value::Object(m) => stack.extend(m.values().map(|c| (c, depth + 1))),
+            _ => continue,
+        }
+        deepest = deepest.max(depth);
+    }
+    deepest
 }
 
 #[cfg(test)]

@@ -272,7 +272,7 @@ impl Parser {
         if !errs.is_empty() {
             return Err(format!(
                 "<nil>: Invalid value: {}: {}",
-                crate::rbac::go_quote(&key),
+                crate::error::go_quote(&key),
                 errs.join("; ")
             ));
         }
@@ -300,7 +300,7 @@ impl Parser {
                 if v.parse::<i64>().is_err() {
                     errs.push(format!(
                         "values[{i}]: Invalid value: {}: for 'Gt', 'Lt' operators, the value must be an integer",
-                        crate::rbac::go_quote(v)
+                        crate::error::go_quote(v)
                     ));
                 }
             }
@@ -310,7 +310,7 @@ impl Parser {
             if !msgs.is_empty() {
                 errs.push(format!(
                     "values[{i}][{key}]: Invalid value: {}: {}",
-                    crate::rbac::go_quote(v),
+                    crate::error::go_quote(v),
                     msgs.join("; ")
                 ));
             }

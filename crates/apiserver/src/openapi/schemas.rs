@@ -12,26 +12,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 /// Prefix of an OpenAPI v3 schema reference.
-pub(super) const V3_REF: &str = "#/components/schemas/";
+pub(crate) const V3_REF: &str = "#/components/schemas/";
 /// Prefix of a Swagger 2.0 schema reference.
-pub(super) const V2_REF: &str = "#/definitions/";
+pub(crate) const V2_REF: &str = "#/definitions/";
 
 /// `meta/v1` definition names used by the paths.
-pub(super) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-pub(super) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
-pub(super) const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
-pub(super) const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
-pub(super) const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
-pub(super) const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+pub(crate) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+pub(crate) const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+pub(crate) const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+pub(crate) const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
+pub(crate) const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 
 const API_VERSION_DESC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
 const KIND_DESC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
 /// Group, version, kind.
-pub(super) type Gvk = (String, String, String);
+pub(crate) type Gvk = (String, String, String);
 
 /// Every built-in schema, built once.
-pub(super) struct Builtins {
+pub(crate) struct Builtins {
     /// Definition name -> schema (references as `#/components/schemas/<name>`).
     pub schemas: BTreeMap<String, Value>,
     /// Top-level kinds (and their lists) -> definition name.
@@ -39,7 +39,7 @@ pub(super) struct Builtins {
 }
 
 /// The built-in schemas.
-pub(super) static BUILTINS: LazyLock<Builtins> = LazyLock::new(build_builtins);
+pub(crate) static BUILTINS: LazyLock<Builtins> = LazyLock::new(build_builtins);
 
 struct Collector {
     generator: SchemaGenerator,
@@ -68,6 +68,68 @@ impl Collector {
     }
 }
 
+/// Calls `$m!($($args)* <every served built-in type>)`: the one list of built-in kinds,
+/// shared by the resource table and the OpenAPI documents.
+macro_rules! builtin_types {
+    ($m:ident ! ( $($args:tt)* )) => {
+        $m!($($args)*
+            k8s_openapi::api::core::v1::ConfigMap,
+            k8s_openapi::api::core::v1::Endpoints,
+            k8s_openapi::api::core::v1::Event,
+            k8s_openapi::api::core::v1::LimitRange,
+            k8s_openapi::api::core::v1::Namespace,
+            k8s_openapi::api::core::v1::Node,
+            k8s_openapi::api::core::v1::PersistentVolume,
+            k8s_openapi::api::core::v1::PersistentVolumeClaim,
+            k8s_openapi::api::core::v1::Pod,
+            k8s_openapi::api::core::v1::PodTemplate,
+            k8s_openapi::api::core::v1::ReplicationController,
+            k8s_openapi::api::core::v1::ResourceQuota,
+            k8s_openapi::api::core::v1::Secret,
+            k8s_openapi::api::core::v1::Service,
+            k8s_openapi::api::core::v1::ServiceAccount,
+            k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+            k8s_openapi::api::apps::v1::ControllerRevision,
+            k8s_openapi::api::apps::v1::DaemonSet,
+            k8s_openapi::api::apps::v1::Deployment,
+            k8s_openapi::api::apps::v1::ReplicaSet,
+            k8s_openapi::api::apps::v1::StatefulSet,
+            k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
+            k8s_openapi::api::batch::v1::CronJob,
+            k8s_openapi::api::batch::v1::Job,
+            k8s_openapi::api::certificates::v1::CertificateSigningRequest,
+            k8s_openapi::api::coordination::v1::Lease,
+            k8s_openapi::api::discovery::v1::EndpointSlice,
+            k8s_openapi::api::events::v1::Event,
+            k8s_openapi::api::flowcontrol::v1::FlowSchema,
+            k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration,
+            k8s_openapi::api::networking::v1::Ingress,
+            k8s_openapi::api::networking::v1::IngressClass,
+            k8s_openapi::api::networking::v1::IPAddress,
+            k8s_openapi::api::networking::v1::NetworkPolicy,
+            k8s_openapi::api::networking::v1::ServiceCIDR,
+            k8s_openapi::api::node::v1::RuntimeClass,
+            k8s_openapi::api::policy::v1::PodDisruptionBudget,
+            k8s_openapi::api::rbac::v1::ClusterRole,
+            k8s_openapi::api::rbac::v1::ClusterRoleBinding,
+            k8s_openapi::api::rbac::v1::Role,
+            k8s_openapi::api::rbac::v1::RoleBinding,
+            k8s_openapi::api::scheduling::v1::PriorityClass,
+            k8s_openapi::api::storage::v1::CSIDriver,
+            k8s_openapi::api::storage::v1::CSINode,
+            k8s_openapi::api::storage::v1::CSIStorageCapacity,
+            k8s_openapi::api::storage::v1::StorageClass,
+            k8s_openapi::api::storage::v1::VolumeAttachment,
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        )
+    };
+}
+pub(crate) use builtin_types;
+
 /// The top-level kinds with schemas: the types served (the list of `builtin_resources()`),
 /// the access reviews and the kinds of the subresources.
 macro_rules! kinds {
@@ -87,7 +149,7 @@ fn build_builtins() -> Builtins {
         generator: SchemaGenerator::new(settings),
         kinds: Vec::new(),
     };
-    crate::registry::builtin_types!(kinds!(c;));
+    builtin_types!(kinds!(c;));
     kinds![c;
         // Access reviews and subresource kinds.
         a::authorization::v1::SelfSubjectAccessReview,
@@ -217,7 +279,7 @@ fn set_gvk(schema: &mut Value, gvk: &Gvk) {
 
 /// A `$ref` with siblings (a description) becomes `allOf: [{$ref}]` plus the siblings, as
 /// kube-apiserver publishes it: OpenAPI 3.0 ignores the siblings of a `$ref`.
-pub(super) fn wrap_ref_siblings(v: &mut Value) {
+pub(crate) fn wrap_ref_siblings(v: &mut Value) {
     match v {
         Value::Object(o) => {
             // A property named `$ref` (in JSONSchemaProps) is an object, not a reference.
@@ -275,14 +337,14 @@ fn list_schema(kind: &str, item: &str, list_gvk: &Gvk) -> Value {
 
 /// Kubernetes' definition name of a custom resource: the reversed group, version, kind
 /// (`com.example.stable.v1.CronTab`).
-pub(super) fn crd_definition_name(group: &str, version: &str, kind: &str) -> String {
+pub(crate) fn crd_definition_name(group: &str, version: &str, kind: &str) -> String {
     let mut parts: Vec<&str> = group.split('.').collect();
     parts.reverse();
     format!("{}.{version}.{kind}", parts.join("."))
 }
 
 /// The schemas of a custom resource version: the object and its list.
-pub(super) fn crd_schemas(
+pub(crate) fn crd_schemas(
     group: &str,
     version: &str,
     kind: &str,
@@ -316,7 +378,7 @@ pub(super) fn crd_schemas(
 
 /// Every schema of `extra` or `builtins` reachable from the references in `root` (which
 /// start with `root_prefix`), transitively.
-pub(super) fn closure(
+pub(crate) fn closure(
     root: &Value,
     root_prefix: &str,
     builtins: &BTreeMap<String, Value>,
@@ -340,7 +402,7 @@ pub(super) fn closure(
 }
 
 /// The names referenced (`$ref` strings starting with `prefix`) anywhere in `v`.
-pub(super) fn collect_refs(v: &Value, prefix: &str, out: &mut Vec<String>) {
+pub(crate) fn collect_refs(v: &Value, prefix: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(o) => {
             for (k, x) in o {
@@ -361,7 +423,7 @@ pub(super) fn collect_refs(v: &Value, prefix: &str, out: &mut Vec<String>) {
 
 /// Rewrites a v3 schema for Swagger 2.0: references under `#/definitions/` and a lone
 /// `allOf: [{$ref}]` back to a `$ref` with siblings, as kube-apiserver's v2 document has.
-pub(super) fn to_v2(v: &mut Value) {
+pub(crate) fn to_v2(v: &mut Value) {
     match v {
         Value::Object(o) => {
             let lone_ref = o

@@ -1,7 +1,7 @@
 //! Protobuf responses over HTTP from a running server.
 
 use super::decode;
-use crate::server::TestServer;
+use crate::http::server::TestServer;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

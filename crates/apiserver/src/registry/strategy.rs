@@ -6,8 +6,8 @@
 //! Each rule was checked against a v1.36 kube-apiserver: which kinds track a generation
 //! (and what bumps it), which status an object starts with, which defaults it gets.
 
-use crate::meta::{meta_mut, meta_str};
 use crate::registry::ResourceDef;
+use crate::registry::meta::{meta_mut, meta_str};
 use serde_json::{Map, Value, json};
 
 /// How a kind tracks `metadata.generation`.
@@ -235,30 +235,34 @@ static GENERIC: Kind = kind(Generation::None);
 static TRACKS_SPEC: Kind = kind(Generation::Spec);
 static PRIORITY_CLASS: Kind = Kind {
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/preemptionPolicy", json!("PreemptLowerPriority"))
+        crate::registry::defaults::set_default(
+            o,
+            "/preemptionPolicy",
+            json!("PreemptLowerPriority"),
+        )
     }),
     ..kind(Generation::CreateOnly)
 };
 static ENDPOINT_SLICE: Kind = Kind {
     // Go writes these lists even when empty, and storage turns empty into null.
-    create: Some(|o| crate::defaults::null_when_empty(o, &["endpoints", "ports"])),
-    update: Some(|_, o| crate::defaults::null_when_empty(o, &["endpoints", "ports"])),
+    create: Some(|o| crate::registry::defaults::null_when_empty(o, &["endpoints", "ports"])),
+    update: Some(|_, o| crate::registry::defaults::null_when_empty(o, &["endpoints", "ports"])),
     ..kind(Generation::SpecOrLabels)
 };
 static ROLE: Kind = Kind {
-    create: Some(|o| crate::defaults::null_when_empty(o, &["rules"])),
-    update: Some(|_, o| crate::defaults::null_when_empty(o, &["rules"])),
+    create: Some(|o| crate::registry::defaults::null_when_empty(o, &["rules"])),
+    update: Some(|_, o| crate::registry::defaults::null_when_empty(o, &["rules"])),
     ..kind(Generation::None)
 };
 static STORAGE_CLASS: Kind = Kind {
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/reclaimPolicy", json!("Delete"));
-        crate::defaults::set_default(o, "/volumeBindingMode", json!("Immediate"));
+        crate::registry::defaults::set_default(o, "/reclaimPolicy", json!("Delete"));
+        crate::registry::defaults::set_default(o, "/volumeBindingMode", json!("Immediate"));
     }),
     ..kind(Generation::None)
 };
 static NETWORK_POLICY: Kind = Kind {
-    defaults: Some(crate::defaults::network_policy),
+    defaults: Some(crate::registry::defaults::network_policy),
     ..kind(Generation::Spec)
 };
 static FLOW_SCHEMA: Kind = Kind {
@@ -270,7 +274,7 @@ static FLOW_SCHEMA: Kind = Kind {
     ..kind(Generation::Spec)
 };
 static LIMIT_RANGE: Kind = Kind {
-    defaults: Some(crate::defaults::limit_range),
+    defaults: Some(crate::registry::defaults::limit_range),
     ..kind(Generation::None)
 };
 static NODE: Kind = Kind {
@@ -280,29 +284,29 @@ static NODE: Kind = Kind {
 };
 static POD: Kind = Kind {
     status: Some(pod_status),
-    defaults: Some(crate::defaults::pod),
+    defaults: Some(crate::registry::defaults::pod),
     create: Some(pod_admission),
     ..kind(Generation::Spec)
 };
 static POD_TEMPLATE: Kind = Kind {
-    defaults: Some(|o| crate::defaults::pod_template(o, "/template")),
+    defaults: Some(|o| crate::registry::defaults::pod_template(o, "/template")),
     ..kind(Generation::Spec)
 };
 static REPLICATION_CONTROLLER: Kind = Kind {
     status: Some(|_| json!({"replicas": 0})),
-    defaults: Some(crate::defaults::replication_controller),
+    defaults: Some(crate::registry::defaults::replication_controller),
     ..kind(Generation::Spec)
 };
 static SERVICE: Kind = Kind {
     status: Some(|_| json!({"loadBalancer": {}})),
-    defaults: Some(crate::defaults::service),
+    defaults: Some(crate::registry::defaults::service),
     create: Some(service_allocate),
     ..kind(Generation::None)
 };
 static NAMESPACE: Kind = Kind {
     status: Some(|_| json!({"phase": "Active"})),
-    defaults: Some(crate::defaults::namespace_label),
-    canonical: Some(crate::defaults::namespace_label),
+    defaults: Some(crate::registry::defaults::namespace_label),
+    canonical: Some(crate::registry::defaults::namespace_label),
     create: Some(|o| {
         // The `kubernetes` finalizer is required on create.
         let fins = o
@@ -317,25 +321,31 @@ static NAMESPACE: Kind = Kind {
     ..kind(Generation::None)
 };
 static SECRET: Kind = Kind {
-    defaults: Some(crate::defaults::secret),
+    defaults: Some(crate::registry::defaults::secret),
     ..kind(Generation::None)
 };
 static PVC: Kind = Kind {
     status: Some(|_| json!({"phase": "Pending"})),
-    defaults: Some(|o| crate::defaults::set_default(o, "/spec/volumeMode", json!("Filesystem"))),
+    defaults: Some(|o| {
+        crate::registry::defaults::set_default(o, "/spec/volumeMode", json!("Filesystem"))
+    }),
     // The StorageObjectInUseProtection admission plugin.
     create: Some(|o| add_finalizer(o, "kubernetes.io/pvc-protection")),
     ..kind(Generation::None)
 };
 static PV: Kind = Kind {
     status: Some(
-        |_| json!({"phase": "Pending", "lastPhaseTransitionTime": crate::meta::now_time()}),
+        |_| json!({"phase": "Pending", "lastPhaseTransitionTime": crate::registry::meta::now_time()}),
     ),
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/spec/persistentVolumeReclaimPolicy", json!("Retain"));
-        crate::defaults::set_default(o, "/spec/volumeMode", json!("Filesystem"));
+        crate::registry::defaults::set_default(
+            o,
+            "/spec/persistentVolumeReclaimPolicy",
+            json!("Retain"),
+        );
+        crate::registry::defaults::set_default(o, "/spec/volumeMode", json!("Filesystem"));
         if let Some(h) = o.pointer_mut("/spec/hostPath").filter(|h| h.is_object()) {
-            crate::defaults::set_default(h, "/type", json!(""));
+            crate::registry::defaults::set_default(h, "/type", json!(""));
         }
     }),
     create: Some(|o| add_finalizer(o, "kubernetes.io/pv-protection")),
@@ -344,50 +354,62 @@ static PV: Kind = Kind {
 static DEPLOYMENT: Kind = Kind {
     status: Some(|_| json!({})),
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/spec/replicas", json!(1));
-        crate::defaults::set_default(o, "/spec/strategy/type", json!("RollingUpdate"));
+        crate::registry::defaults::set_default(o, "/spec/replicas", json!(1));
+        crate::registry::defaults::set_default(o, "/spec/strategy/type", json!("RollingUpdate"));
         if o.pointer("/spec/strategy/type") == Some(&json!("RollingUpdate")) {
-            crate::defaults::set_default(
+            crate::registry::defaults::set_default(
                 o,
                 "/spec/strategy/rollingUpdate/maxUnavailable",
                 json!("25%"),
             );
-            crate::defaults::set_default(o, "/spec/strategy/rollingUpdate/maxSurge", json!("25%"));
+            crate::registry::defaults::set_default(
+                o,
+                "/spec/strategy/rollingUpdate/maxSurge",
+                json!("25%"),
+            );
         }
-        crate::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
-        crate::defaults::set_default(o, "/spec/progressDeadlineSeconds", json!(600));
-        crate::defaults::pod_template(o, "/spec/template");
+        crate::registry::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
+        crate::registry::defaults::set_default(o, "/spec/progressDeadlineSeconds", json!(600));
+        crate::registry::defaults::pod_template(o, "/spec/template");
     }),
     ..kind(Generation::SpecOrAnnotations)
 };
 static REPLICA_SET: Kind = Kind {
     status: Some(|_| json!({"replicas": 0})),
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/spec/replicas", json!(1));
-        crate::defaults::pod_template(o, "/spec/template");
+        crate::registry::defaults::set_default(o, "/spec/replicas", json!(1));
+        crate::registry::defaults::pod_template(o, "/spec/template");
     }),
     ..kind(Generation::Spec)
 };
 static STATEFUL_SET: Kind = Kind {
     status: Some(|_| json!({"replicas": 0, "availableReplicas": 0})),
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/spec/replicas", json!(1));
-        crate::defaults::set_default(o, "/spec/podManagementPolicy", json!("OrderedReady"));
-        crate::defaults::set_default(o, "/spec/updateStrategy/type", json!("RollingUpdate"));
+        crate::registry::defaults::set_default(o, "/spec/replicas", json!(1));
+        crate::registry::defaults::set_default(
+            o,
+            "/spec/podManagementPolicy",
+            json!("OrderedReady"),
+        );
+        crate::registry::defaults::set_default(
+            o,
+            "/spec/updateStrategy/type",
+            json!("RollingUpdate"),
+        );
         if o.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate")) {
-            crate::defaults::set_default(
+            crate::registry::defaults::set_default(
                 o,
                 "/spec/updateStrategy/rollingUpdate/partition",
                 json!(0),
             );
         }
-        crate::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
-        crate::defaults::set_default(
+        crate::registry::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
+        crate::registry::defaults::set_default(
             o,
             "/spec/persistentVolumeClaimRetentionPolicy",
             json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
         );
-        crate::defaults::pod_template(o, "/spec/template");
+        crate::registry::defaults::pod_template(o, "/spec/template");
     }),
     ..kind(Generation::Spec)
 };
@@ -396,23 +418,27 @@ static DAEMON_SET: Kind = Kind {
         |_| json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}),
     ),
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/spec/updateStrategy/type", json!("RollingUpdate"));
+        crate::registry::defaults::set_default(
+            o,
+            "/spec/updateStrategy/type",
+            json!("RollingUpdate"),
+        );
         if o.pointer("/spec/updateStrategy/type") == Some(&json!("RollingUpdate")) {
-            crate::defaults::set_default(
+            crate::registry::defaults::set_default(
                 o,
                 "/spec/updateStrategy/rollingUpdate/maxUnavailable",
                 json!(1),
             );
-            crate::defaults::set_default(
+            crate::registry::defaults::set_default(
                 o,
                 "/spec/updateStrategy/rollingUpdate/maxSurge",
                 json!(0),
             );
         }
-        crate::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
-        crate::defaults::pod_template(o, "/spec/template");
+        crate::registry::defaults::set_default(o, "/spec/revisionHistoryLimit", json!(10));
+        crate::registry::defaults::pod_template(o, "/spec/template");
         // The template generation, kept in an annotation by apps/v1.
-        crate::defaults::set_default(
+        crate::registry::defaults::set_default(
             o,
             "/metadata/annotations/deprecated.daemonset.template.generation",
             json!("1"),
@@ -440,26 +466,26 @@ static DAEMON_SET: Kind = Kind {
 };
 static JOB: Kind = Kind {
     status: Some(|_| json!({})),
-    defaults: Some(|o| crate::defaults::job_spec(o, "/spec")),
+    defaults: Some(|o| crate::registry::defaults::job_spec(o, "/spec")),
     create: Some(job_selector),
     ..kind(Generation::Spec)
 };
 static CRON_JOB: Kind = Kind {
     status: Some(|_| json!({})),
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/spec/concurrencyPolicy", json!("Allow"));
-        crate::defaults::set_default(o, "/spec/suspend", json!(false));
-        crate::defaults::set_default(o, "/spec/successfulJobsHistoryLimit", json!(3));
-        crate::defaults::set_default(o, "/spec/failedJobsHistoryLimit", json!(1));
+        crate::registry::defaults::set_default(o, "/spec/concurrencyPolicy", json!("Allow"));
+        crate::registry::defaults::set_default(o, "/spec/suspend", json!(false));
+        crate::registry::defaults::set_default(o, "/spec/successfulJobsHistoryLimit", json!(3));
+        crate::registry::defaults::set_default(o, "/spec/failedJobsHistoryLimit", json!(1));
         // The job template's pod template only (Job defaults apply when a Job is made).
-        crate::defaults::pod_template(o, "/spec/jobTemplate/spec/template");
+        crate::registry::defaults::pod_template(o, "/spec/jobTemplate/spec/template");
     }),
     ..kind(Generation::Spec)
 };
 static HPA: Kind = Kind {
     status: Some(|_| json!({"desiredReplicas": 0, "currentMetrics": null})),
     defaults: Some(|o| {
-        crate::defaults::set_default(o, "/spec/minReplicas", json!(1));
+        crate::registry::defaults::set_default(o, "/spec/minReplicas", json!(1));
         if o.pointer("/spec/metrics")
             .and_then(Value::as_array)
             .is_none_or(Vec::is_empty)
@@ -486,7 +512,7 @@ static VOLUME_ATTACHMENT: Kind = Kind {
 };
 static CRD: Kind = Kind {
     status: Some(crd_initial_status),
-    defaults: Some(crate::defaults::crd),
+    defaults: Some(crate::registry::defaults::crd),
     ..kind(Generation::Spec)
 };
 
@@ -540,8 +566,8 @@ fn service_allocate(obj: &mut Value) {
     {
         obj["spec"]["clusterIPs"] = json!([ip]);
     }
-    crate::defaults::set_default(obj, "/spec/ipFamilies", json!(["IPv4"]));
-    crate::defaults::set_default(obj, "/spec/ipFamilyPolicy", json!("SingleStack"));
+    crate::registry::defaults::set_default(obj, "/spec/ipFamilies", json!(["IPv4"]));
+    crate::registry::defaults::set_default(obj, "/spec/ipFamilyPolicy", json!("SingleStack"));
 }
 
 /// A Job's generated selector: its pods carry its uid and name.
@@ -562,13 +588,13 @@ fn job_selector(obj: &mut Value) {
         ("job-name", name.as_str()),
     ];
     for (k, v) in labels {
-        crate::defaults::set_default(
+        crate::registry::defaults::set_default(
             obj,
             &format!("/spec/template/metadata/labels/{}", k.replace('/', "~1")),
             json!(v),
         );
     }
-    crate::defaults::set_default(
+    crate::registry::defaults::set_default(
         obj,
         "/spec/selector",
         json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
@@ -587,12 +613,16 @@ fn job_selector(obj: &mut Value) {
 /// default not-ready/unreachable tolerations. (The ServiceAccount token volume is not
 /// added: the embedded server runs no pods.)
 fn pod_admission(obj: &mut Value) {
-    crate::defaults::set_default(obj, "/spec/serviceAccountName", json!("default"));
+    crate::registry::defaults::set_default(obj, "/spec/serviceAccountName", json!("default"));
     if let Some(sa) = obj.pointer("/spec/serviceAccountName").cloned() {
-        crate::defaults::set_default(obj, "/spec/serviceAccount", sa);
+        crate::registry::defaults::set_default(obj, "/spec/serviceAccount", sa);
     }
-    crate::defaults::set_default(obj, "/spec/priority", json!(0));
-    crate::defaults::set_default(obj, "/spec/preemptionPolicy", json!("PreemptLowerPriority"));
+    crate::registry::defaults::set_default(obj, "/spec/priority", json!(0));
+    crate::registry::defaults::set_default(
+        obj,
+        "/spec/preemptionPolicy",
+        json!("PreemptLowerPriority"),
+    );
     let has = |o: &Value, key: &str| {
         o.pointer("/spec/tolerations")
             .and_then(Value::as_array)

@@ -1,11 +1,12 @@
 //! WATCH: initial events, resumption from a resourceVersion, selector transitions,
 //! bookmarks, timeouts and 410 for versions past the history window.
 
-use crate::api::{ApiServer, Target, partial_meta};
 use crate::error::ApiError;
-use crate::filter;
+use crate::http::api::{ApiServer, Target};
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::ResourceDef;
+use crate::registry::filter;
+use crate::registry::meta::partial_meta;
 use crate::storage::{Event, EventType};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -173,10 +174,10 @@ impl Writer {
             Format::Table => {
                 let cols = self.first_table;
                 self.first_table = false;
-                match crate::table::table(
+                match crate::registry::table::table(
                     &spec.def,
                     &[Arc::new(srv.present(&spec.def, obj))],
-                    &dummy_req(),
+                    None,
                     None,
                     Some(cols),
                 ) {
@@ -306,18 +307,6 @@ fn pb_frame(kind: &str, object: &[u8]) -> Vec<u8> {
     frame.extend_from_slice(&u32::try_from(ev.len()).unwrap_or(u32::MAX).to_be_bytes());
     frame.extend_from_slice(&ev);
     frame
-}
-
-fn dummy_req() -> Req {
-    Req {
-        method: http::Method::GET,
-        path: String::new(),
-        query: Default::default(),
-        query_all: vec![],
-        headers: Default::default(),
-        body: Bytes::new(),
-        user: crate::rbac::UserInfo::admin(),
-    }
 }
 
 async fn run(

@@ -1,9 +1,9 @@
 //! Authentication identities and RBAC authorization (Roles, ClusterRoles and their
 //! bindings, evaluated like kube-apiserver's RBAC authorizer).
 
-use crate::api::ApiServer;
-use crate::error::ApiError;
+use crate::error::{ApiError, go_quote};
 use crate::registry::ResourceDef;
+use crate::storage::Storage;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -141,16 +141,15 @@ fn subject_matches(subject: &Value, user: &UserInfo, binding_ns: &str) -> bool {
 }
 
 /// The rules granted to `user` in `namespace` (cluster-wide rules included).
-pub fn rules_for(srv: &ApiServer, user: &UserInfo, namespace: &str) -> Vec<Value> {
+pub fn rules_for(store: &Storage, user: &UserInfo, namespace: &str) -> Vec<Value> {
     let mut rules = Vec::new();
     let role_rules = |key: &str, ns: &str, name: &str| -> Vec<Value> {
-        srv.storage
+        store
             .get(key, ns, name)
             .and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
             .unwrap_or_default()
     };
-    for b in srv
-        .storage
+    for b in store
         .list("rbac.authorization.k8s.io/clusterrolebindings", None)
         .0
     {
@@ -170,8 +169,7 @@ pub fn rules_for(srv: &ApiServer, user: &UserInfo, namespace: &str) -> Vec<Value
         }
     }
     if !namespace.is_empty() {
-        for b in srv
-            .storage
+        for b in store
             .list("rbac.authorization.k8s.io/rolebindings", Some(namespace))
             .0
         {
@@ -214,7 +212,7 @@ fn strs_subjects(b: &Value) -> Vec<Value> {
 }
 
 /// Whether `user` may do `a`.
-pub fn authorize(srv: &ApiServer, user: &UserInfo, a: &Attributes<'_>) -> bool {
+pub fn authorize(store: &Storage, user: &UserInfo, a: &Attributes<'_>) -> bool {
     if user.is_master() {
         return true;
     }
@@ -227,18 +225,18 @@ pub fn authorize(srv: &ApiServer, user: &UserInfo, a: &Attributes<'_>) -> bool {
     {
         return true;
     }
-    rules_for(srv, user, a.namespace)
+    rules_for(store, user, a.namespace)
         .iter()
         .any(|r| rule_allows(r, a))
 }
 
 /// Whether `user` may do `verb` on the non-resource URL `path` (`nonResourceURLs` rules of
 /// ClusterRoles bound cluster-wide; a trailing `*` matches any suffix).
-pub fn authorize_path(srv: &ApiServer, user: &UserInfo, verb: &str, path: &str) -> bool {
+pub fn authorize_path(store: &Storage, user: &UserInfo, verb: &str, path: &str) -> bool {
     if user.is_master() {
         return true;
     }
-    rules_for(srv, user, "").iter().any(|r| {
+    rules_for(store, user, "").iter().any(|r| {
         strs(r, "verbs").iter().any(|v| v == "*" || v == verb)
             && strs(r, "nonResourceURLs").iter().any(|u| {
                 u == "*" || u == path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
@@ -258,7 +256,7 @@ pub enum Request<'a> {
 /// (`RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to Group "g"`): the first
 /// binding, cluster role bindings first, whose role has a rule that allows it. `None` when
 /// no binding does.
-pub fn allow_reason(srv: &ApiServer, user: &UserInfo, req: &Request<'_>) -> Option<String> {
+pub fn allow_reason(store: &Storage, user: &UserInfo, req: &Request<'_>) -> Option<String> {
     let allows = |rule: &Value| match req {
         Request::Resource(a) => rule_allows(rule, a),
         Request::Path { verb, path } => {
@@ -295,7 +293,7 @@ pub fn allow_reason(srv: &ApiServer, user: &UserInfo, req: &Request<'_>) -> Opti
             "rbac.authorization.k8s.io/roles"
         };
         let ns = if kind == "ClusterRole" { "" } else { ns };
-        srv.storage
+        store
             .get(key, ns, name)
             .and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
             .unwrap_or_default()
@@ -308,7 +306,7 @@ pub fn allow_reason(srv: &ApiServer, user: &UserInfo, req: &Request<'_>) -> Opti
         sources.push(("rbac.authorization.k8s.io/rolebindings", Some(namespace)));
     }
     for (key, ns) in sources {
-        for b in srv.storage.list(key, ns).0 {
+        for b in store.list(key, ns).0 {
             let binding_ns = ns.unwrap_or("");
             let Some(subject) = strs_subjects(&b)
                 .into_iter()
@@ -343,39 +341,6 @@ pub fn allow_reason(srv: &ApiServer, user: &UserInfo, req: &Request<'_>) -> Opti
         }
     }
     None
-}
-
-/// A string quoted like Go's `%q` (`strconv.Quote`), as kube-apiserver quotes names in its
-/// messages.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() || (c.is_whitespace() && c != ' ') => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// The Forbidden message of kube-apiserver.
@@ -488,7 +453,7 @@ fn rule_text(rule: &Value) -> String {
 /// only grant permissions it holds itself, unless it may `escalate` (roles) or `bind`
 /// (bindings) the role in question.
 pub fn check_escalation(
-    srv: &ApiServer,
+    store: &Storage,
     user: &UserInfo,
     def: &ResourceDef,
     obj: &Value,
@@ -504,7 +469,7 @@ pub fn check_escalation(
     let ns = if def.namespaced { namespace } else { "" };
     let may = |verb: &str, resource: &str, role_name: &str| {
         authorize(
-            srv,
+            store,
             user,
             &Attributes {
                 verb,
@@ -553,7 +518,7 @@ pub fn check_escalation(
             if may("bind", resource, role) {
                 return Ok(());
             }
-            let Some(role_obj) = srv.storage.get(key, role_ns, role) else {
+            let Some(role_obj) = store.get(key, role_ns, role) else {
                 // Like kube-apiserver: a binding to a missing role needs `bind`.
                 return Err(ApiError::forbidden(
                     def,
@@ -575,7 +540,7 @@ pub fn check_escalation(
         }
         _ => return Ok(()),
     };
-    let owner = rules_for(srv, user, ns);
+    let owner = rules_for(store, user, ns);
     let missing: Vec<&Value> = requested.iter().filter(|r| !covers(&owner, r)).collect();
     if missing.is_empty() {
         return Ok(());

@@ -7,8 +7,8 @@
 //! ClusterRoles their selectors match (including ones the test adds, e.g. a CRD's
 //! `aggregate-to-view` role).
 
-use crate::api::ApiServer;
-use crate::meta::meta_str;
+use crate::http::api::ApiServer;
+use crate::registry::meta::meta_str;
 use crate::storage::Mutation;
 use kubewright_core::LabelSelector;
 use serde_json::{Map, Value, json};

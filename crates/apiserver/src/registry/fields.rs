@@ -1,6 +1,6 @@
 //! Field paths and the `FieldsV1` trie used by managedFields and server-side apply.
 
-use crate::schema::{self, ListType, Ty};
+use crate::registry::schema::{self, ListType, Ty};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
@@ -386,7 +386,7 @@ impl Comparison {
 }
 
 /// Compares two versions of an object of type `ty` (`old` is
-/// [`crate::schema::zero_object`] for a create). A member counts as added when `old` lacks
+/// [`crate::registry::schema::zero_object`] for a create). A member counts as added when `old` lacks
 /// its key (a `null` there is a value); a `null` in `new` counts as absent.
 pub fn compare(old: &Value, new: &Value, ty: Option<Ty<'_>>) -> Comparison {
     let mut c = Comparison::default();

@@ -1,12 +1,12 @@
 //! PATCH: JSON Patch, JSON merge patch, strategic merge patch and server-side apply.
 
-use crate::api::{ApiServer, Target, add_warnings, check_body};
 use crate::error::ApiError;
-use crate::fields::{self, Path};
+use crate::http::api::{ApiServer, Target, add_warnings, check_body};
 use crate::http::{self as h, Body, Format, Req};
-use crate::meta::{meta_mut, meta_str};
 use crate::registry::ResourceDef;
-use crate::schema::{self, FieldTy, ListType, Ty};
+use crate::registry::fields::{self, Path};
+use crate::registry::meta::{meta_mut, meta_str};
+use crate::registry::schema::{self, FieldTy, ListType, Ty};
 use http::{Response, StatusCode};
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value, json};
@@ -77,7 +77,7 @@ pub fn patch(
     };
     // The document the patch applies to: the object, or its Scale view.
     let base: Value = if sub == Some("scale") {
-        crate::extra::to_scale(&t.def, &current)?
+        crate::http::extra::to_scale(&t.def, &current)?
     } else {
         srv.present(&t.def, &current)
     };
@@ -88,11 +88,11 @@ pub fn patch(
         Kind::Json => {
             let p: json_patch::Patch = serde_json::from_str(patch_text)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if p.0.len() > crate::limits::MAX_JSON_PATCH_OPERATIONS {
+            if p.0.len() > crate::http::limits::MAX_JSON_PATCH_OPERATIONS {
                 let mut e = ApiError::too_large(0);
                 e.0.message = format!(
                     "Request entity too large: The allowed maximum operations in a JSON patch is {}, got {}",
-                    crate::limits::MAX_JSON_PATCH_OPERATIONS,
+                    crate::http::limits::MAX_JSON_PATCH_OPERATIONS,
                     p.0.len()
                 );
                 return Err(e);
@@ -109,7 +109,7 @@ pub fn patch(
                     })
                     .collect(),
             );
-            crate::limits::apply_json_patch(&mut doc, &p.0)?;
+            crate::http::limits::apply_json_patch(&mut doc, &p.0)?;
         }
         Kind::Merge => {
             let p: Value = serde_json::from_str(patch_text)
@@ -130,10 +130,10 @@ pub fn patch(
         Kind::Apply => {}
     }
     if sub == Some("scale") {
-        let stored = crate::extra::apply_scale(srv, t, name, &doc, &wo)?;
+        let stored = crate::http::extra::apply_scale(srv, t, name, &doc, &wo)?;
         return Ok(h::encode(
             StatusCode::OK,
-            &crate::extra::to_scale(&t.def, &stored)?,
+            &crate::http::extra::to_scale(&t.def, &stored)?,
             &h::object_format(req),
         ));
     }
@@ -604,14 +604,14 @@ fn apply(
     name: &str,
     sub: Option<&str>,
     current: Option<Arc<Value>>,
-    mut wo: crate::api::WriteOptions,
+    mut wo: crate::http::api::WriteOptions,
 ) -> Result<Response<Body>, ApiError> {
     let text = std::str::from_utf8(&req.body)
         .map_err(|_| ApiError::bad_request("the apply patch is not valid UTF-8"))?;
     let applied: Value = crate::http::decode_yaml(text).map_err(|e| match e {
         crate::http::YamlError::TooDeep { line, .. } => ApiError::bad_request(format!(
             "error decoding YAML: error converting YAML to JSON: yaml: line {line}: exceeded max depth of {}",
-            crate::limits::MAX_JSON_DEPTH
+            crate::http::limits::MAX_JSON_DEPTH
         )),
         crate::http::YamlError::Invalid(e) => {
             ApiError::bad_request(format!("error decoding YAML: {e}"))

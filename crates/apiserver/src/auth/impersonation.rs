@@ -25,10 +25,12 @@
 //! before. kube-apiserver also caches successful checks for 10 seconds; this server does
 //! not, so a revoked grant stops working at once rather than up to 10 seconds later.
 
-use crate::api::ApiServer;
+use crate::auth::rbac::UserInfo;
 use crate::error::ApiError;
-use crate::rbac::{UserInfo, go_quote};
+use crate::error::go_quote;
+use crate::storage::Storage;
 use kubewright_core::StatusDetails;
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -156,11 +158,11 @@ impl Attrs {
         a
     }
 
-    fn allowed(&self, srv: &ApiServer, user: &UserInfo) -> bool {
+    fn allowed(&self, store: &Storage, user: &UserInfo) -> bool {
         if !self.resource_request {
-            return crate::rbac::authorize_path(srv, user, &self.verb, &self.path);
+            return crate::auth::rbac::authorize_path(store, user, &self.verb, &self.path);
         }
-        let a = crate::rbac::Attributes {
+        let a = crate::auth::rbac::Attributes {
             verb: &self.verb,
             group: &self.group,
             resource: &self.resource,
@@ -168,11 +170,11 @@ impl Attrs {
             namespace: &self.namespace,
             name: &self.name,
         };
-        crate::rbac::authorize(srv, user, &a)
+        crate::auth::rbac::authorize(store, user, &a)
     }
 
-    fn check(&self, srv: &ApiServer, user: &UserInfo) -> Result<(), ApiError> {
-        if self.allowed(srv, user) {
+    fn check(&self, store: &Storage, user: &UserInfo) -> Result<(), ApiError> {
+        if self.allowed(store, user) {
             Ok(())
         } else {
             Err(self.forbidden(user, ""))
@@ -380,7 +382,7 @@ impl Mode {
     /// when the mode does not apply, the identity the request runs as when allowed.
     fn check(
         self,
-        srv: &ApiServer,
+        store: &Storage,
         wanted: &Wanted,
         requester: &UserInfo,
         request: &Attrs,
@@ -395,7 +397,7 @@ impl Mode {
                 verb: format!("impersonate-on:{}:{}", self.name(), request.verb),
                 ..request.clone()
             };
-            on.check(srv, requester)?;
+            on.check(store, requester)?;
             format!("impersonate:{}", self.name())
         } else {
             "impersonate".to_string()
@@ -430,10 +432,10 @@ impl Mode {
             // Granted for every node the requester's pod may run on, not one by name.
             a.name = "*".into();
         }
-        a.check(srv, requester)?;
+        a.check(store, requester)?;
 
         if !wanted.uid.is_empty() {
-            Attrs::resource(&verb, AUTHN_GROUP, "uids", "", &wanted.uid).check(srv, requester)?;
+            Attrs::resource(&verb, AUTHN_GROUP, "uids", "", &wanted.uid).check(store, requester)?;
         }
 
         let groups = wanted.groups();
@@ -455,11 +457,11 @@ impl Mode {
                 }
             }
             a.name = "*".into();
-            let all = constrained && groups.len() >= MANY_CHECKS && a.allowed(srv, requester);
+            let all = constrained && groups.len() >= MANY_CHECKS && a.allowed(store, requester);
             if !all {
                 for g in groups {
                     a.name = g.clone();
-                    a.check(srv, requester)?;
+                    a.check(store, requester)?;
                 }
             }
         }
@@ -473,13 +475,13 @@ impl Mode {
             a.name = "*".into();
             let values: usize = extra.values().map(Vec::len).sum();
             let large = extra.len() >= MANY_CHECKS || values >= MANY_CHECKS;
-            let all = constrained && large && a.allowed(srv, requester);
+            let all = constrained && large && a.allowed(store, requester);
             if !all {
                 for (key, values) in extra {
                     a.subresource = key.clone();
                     for v in values {
                         a.name = v.clone();
-                        a.check(srv, requester)?;
+                        a.check(store, requester)?;
                     }
                 }
             }
@@ -503,8 +505,9 @@ fn ensure_group(user: &mut UserInfo, group: &str) {
 /// Applies the impersonation headers of a request by `requester`: the identity the request
 /// runs as, the requester itself when it impersonates no one, 400 for groups, uid or
 /// extras without a user, 403 when no impersonation mode allows it.
-pub(crate) fn impersonate(
-    srv: &Arc<ApiServer>,
+pub(crate) fn impersonate<S: Send + Sync + 'static>(
+    owner: &Arc<S>,
+    store: &Storage,
     requester: UserInfo,
     method: &http::Method,
     uri: &http::Uri,
@@ -515,9 +518,9 @@ pub(crate) fn impersonate(
     };
     let request = Attrs::of_request(method, uri);
     let mut first_err = None;
-    let cached = last_mode(srv, &requester.name);
+    let cached = last_mode(owner, &requester.name);
     if let Some(i) = cached {
-        match MODES[i].check(srv, &wanted, &requester, &request) {
+        match MODES[i].check(store, &wanted, &requester, &request) {
             Ok(Some(user)) => return Ok(user),
             Ok(None) => {}
             Err(e) => first_err = Some(e),
@@ -527,9 +530,9 @@ pub(crate) fn impersonate(
         if cached == Some(i) {
             continue;
         }
-        match mode.check(srv, &wanted, &requester, &request) {
+        match mode.check(store, &wanted, &requester, &request) {
             Ok(Some(user)) => {
-                remember_mode(srv, &requester.name, i);
+                remember_mode(owner, &requester.name, i);
                 return Ok(user);
             }
             Ok(None) => {}
@@ -546,15 +549,18 @@ pub(crate) fn impersonate(
 /// at most this many requesters (kube-apiserver keeps an LRU cache of 10,000).
 const MODE_CACHE_SIZE: usize = 10_000;
 
-type ModeCaches = Vec<(Weak<ApiServer>, HashMap<String, usize>)>;
+type ModeCaches = Vec<(Weak<dyn Any + Send + Sync>, HashMap<String, usize>)>;
 
 /// Kept beside the servers rather than in them; an entry goes when its server is dropped.
 static MODE_CACHES: LazyLock<Mutex<ModeCaches>> = LazyLock::new(Mutex::default);
 
-fn with_mode_cache<T>(srv: &Arc<ApiServer>, f: impl FnOnce(&mut HashMap<String, usize>) -> T) -> T {
+fn with_mode_cache<T>(
+    owner: Weak<dyn Any + Send + Sync>,
+    f: impl FnOnce(&mut HashMap<String, usize>) -> T,
+) -> T {
     let mut caches = MODE_CACHES.lock().unwrap_or_else(|e| e.into_inner());
     caches.retain(|(w, _)| w.strong_count() > 0);
-    let me = Arc::downgrade(srv);
+    let me = owner;
     let idx = match caches.iter().position(|(w, _)| w.ptr_eq(&me)) {
         Some(i) => i,
         None => {
@@ -565,12 +571,14 @@ fn with_mode_cache<T>(srv: &Arc<ApiServer>, f: impl FnOnce(&mut HashMap<String, 
     f(&mut caches[idx].1)
 }
 
-fn last_mode(srv: &Arc<ApiServer>, requester: &str) -> Option<usize> {
-    with_mode_cache(srv, |m| m.get(requester).copied())
+fn last_mode<S: Send + Sync + 'static>(owner: &Arc<S>, requester: &str) -> Option<usize> {
+    with_mode_cache(Arc::downgrade(owner) as Weak<dyn Any + Send + Sync>, |m| {
+        m.get(requester).copied()
+    })
 }
 
-fn remember_mode(srv: &Arc<ApiServer>, requester: &str, mode: usize) {
-    with_mode_cache(srv, |m| {
+fn remember_mode<S: Send + Sync + 'static>(owner: &Arc<S>, requester: &str, mode: usize) {
+    with_mode_cache(Arc::downgrade(owner) as Weak<dyn Any + Send + Sync>, |m| {
         if m.len() >= MODE_CACHE_SIZE
             && !m.contains_key(requester)
             && let Some(evict) = m.keys().next().cloned()

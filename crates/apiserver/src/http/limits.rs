@@ -4,6 +4,7 @@
 //! watches. `docs/ARCHITECTURE.md` ("Limits") lists them with kube-apiserver's answers.
 
 use crate::error::ApiError;
+pub(crate) use crate::error::{MAX_JSON_DEPTH, first_too_deep, json_too_deep, nesting_depth};
 use crate::http::Body;
 use crate::registry::ResourceDef;
 use bytes::Bytes;
@@ -22,13 +23,6 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 /// Bytes that the `copy` operations of one JSON patch may add in total (kube-apiserver's
 /// `JSONPatchMaxCopyBytes`, json-patch's `AccumulatedCopySizeLimit`): 3 MiB.
 pub const JSON_PATCH_MAX_COPY_BYTES: usize = 3 * 1024 * 1024;
-
-/// Nesting depth of a JSON request body. kube-apiserver's decoder allows 10,000 levels;
-/// this server stops where serde_json's recursion limit does (127 levels), which keeps
-/// every recursive walk of an object (pruning, defaulting, field sets, encoding,
-/// dropping) far from the end of a 2 MiB thread stack. The answer has kube-apiserver's
-/// text for its own limit.
-pub const MAX_JSON_DEPTH: usize = 127;
 
 /// Total size of a ConfigMap's data or a Secret's data (`api.MaxSecretSize`): 1 MiB.
 pub const MAX_DATA_BYTES: usize = 1024 * 1024;
@@ -134,7 +128,7 @@ pub(crate) fn is_probe(path: &str) -> bool {
 
 /// Whether the server authenticates requests (tokens, users or client certificates);
 /// without authentication everybody is the administrator, and nobody is exempt.
-pub(crate) fn authenticates(options: &crate::api::ServerOptions) -> bool {
+pub(crate) fn authenticates(options: &crate::http::api::ServerOptions) -> bool {
     !(options.tokens.is_empty() && options.users.is_empty() && options.client_ca_pem.is_none())
 }
 
@@ -308,40 +302,6 @@ pub(crate) fn parse_bearer(header: Option<&str>) -> Bearer<'_> {
         (true, true) => Bearer::ExtraSpace,
         (true, false) => Bearer::None,
     }
-}
-
-/// The bracket at which `body` (JSON) nests deeper than `max` arrays and objects, if it
-/// does. A byte scan, so the check itself cannot run out of stack.
-pub(crate) fn first_too_deep(body: &[u8], max: usize) -> Option<u8> {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in body {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > max {
-                    return Some(b);
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// Whether `body` (JSON) nests deeper than `max` arrays and objects.
-pub(crate) fn json_too_deep(body: &[u8], max: usize) -> bool {
-    first_too_deep(body, max).is_some()
 }
 
 /// kube-apiserver's answer to a body nested too deeply: the decoder cannot even read
@@ -538,21 +498,6 @@ fn placed_depth(doc: &Value, op: &json_patch::PatchOperation, depth: usize) -> O
         Op::Move(o) => Some(moved(o.path.as_str(), o.from.as_str())),
         Op::Remove(_) | Op::Test(_) => None,
     }
-}
-
-/// How many arrays and objects `v` nests (a scalar 0), without recursing.
-pub(crate) fn nesting_depth(v: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(v, 1)];
-    while let Some((v, depth)) = stack.pop() {
-        match v {
-            Value::Array(a) => stack.extend(a.iter().map(|c| (c, depth + 1))),
-            Value::Object(m) => stack.extend(m.values().map(|c| (c, depth + 1))),
-            _ => continue,
-        }
-        deepest = deepest.max(depth);
-    }
-    deepest
 }
 
 /// A response body that keeps `G` (a seat, a connection's busy mark) until hyper is done

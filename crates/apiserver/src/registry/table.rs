@@ -1,7 +1,6 @@
 //! `meta.k8s.io/v1 Table` rendering for `kubectl get`.
 
 use crate::error::ApiError;
-use crate::http::Req;
 use crate::registry::ResourceDef;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -510,15 +509,15 @@ fn cells(def: &ResourceDef, o: &Value) -> Vec<Value> {
 }
 
 /// Builds a Table of `objs`. `with_columns: Some(false)` omits the column definitions
-/// (watch events after the first).
+/// (watch events after the first); `include_object` is the request's `includeObject`.
 pub fn table(
     def: &ResourceDef,
     objs: &[Arc<Value>],
-    req: &Req,
+    include_object: Option<&str>,
     list_meta: Option<Value>,
     with_columns: Option<bool>,
 ) -> Result<Value, ApiError> {
-    let include = req.q("includeObject").unwrap_or("Metadata");
+    let include = include_object.unwrap_or("Metadata");
     if !matches!(include, "None" | "Metadata" | "Object" | "") {
         return Err(ApiError::bad_request(format!(
             "Unable to convert to Table as requested: includeObject: Unsupported value: \"{include}\": supported values: \"None\", \"Metadata\", \"Object\""
@@ -597,7 +596,7 @@ fn row(cells: Vec<Value>, o: &Value, include: &str) -> Value {
     let object = match include {
         "None" => Value::Null,
         "Object" => o.clone(),
-        _ => crate::api::partial_meta(o),
+        _ => crate::registry::meta::partial_meta(o),
     };
     let mut r = json!({"cells": cells});
     if !object.is_null() {

@@ -1,10 +1,10 @@
 //! DELETE: options, preconditions, finalizers, propagation and response shapes.
 
-use crate::api::ApiServer;
 use crate::error::ApiError;
+use crate::http::api::ApiServer;
 use crate::http::{self as h, Body, Format, Req};
-use crate::meta::{self, meta_mut, meta_str};
 use crate::registry::ResourceDef;
+use crate::registry::meta::{self, meta_mut, meta_str};
 use crate::storage::Mutation;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
@@ -86,7 +86,7 @@ impl DeleteOptions {
                 Some(v) => {
                     return Err(ApiError::invalid_msg(format!(
                         "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [{}]: supported values: \"All\"",
-                        crate::rbac::go_quote(v)
+                        crate::error::go_quote(v)
                     )));
                 }
             }
@@ -94,7 +94,7 @@ impl DeleteOptions {
         if let (Some(_), Some(p)) = (orphan, &o.propagation) {
             return Err(ApiError::invalid_msg(format!(
                 "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: {}: orphanDependents and deletionPropagation cannot be both set",
-                crate::rbac::go_quote(p)
+                crate::error::go_quote(p)
             )));
         }
         if let Some(p) = &o.propagation
@@ -102,7 +102,7 @@ impl DeleteOptions {
         {
             return Err(ApiError::invalid_msg(format!(
                 "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
-                crate::rbac::go_quote(p)
+                crate::error::go_quote(p)
             )));
         }
         if orphan == Some(true) {

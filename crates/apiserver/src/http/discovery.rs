@@ -1,7 +1,7 @@
 //! Discovery documents (legacy and aggregated v2), /version and health endpoints.
 
-use crate::api::ApiServer;
 use crate::error::ApiError;
+use crate::http::api::ApiServer;
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::{Registry, ResourceDef};
 use bytes::Bytes;
@@ -385,7 +385,7 @@ fn fnv(b: &[u8]) -> u64 {
 /// authorizes first (`nonResourceURLs` rules; the verb is the lowercased method).
 pub fn serve(srv: &Arc<ApiServer>, req: &Req) -> Option<Response<Body>> {
     let verb = req.method.as_str().to_ascii_lowercase();
-    if !crate::rbac::authorize_path(srv, &req.user, &verb, &req.path) {
+    if !crate::auth::rbac::authorize_path(&srv.storage, &req.user, &verb, &req.path) {
         let mut e = ApiError::new(
             403,
             "Forbidden",
@@ -445,8 +445,8 @@ pub fn serve(srv: &Arc<ApiServer>, req: &Req) -> Option<Response<Body>> {
                 ok(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
             }
         },
-        "/openapi/v2" | "/openapi/v3" => return crate::openapi::serve(srv, req),
-        p if p.starts_with("/openapi/v3/") => return crate::openapi::serve(srv, req),
+        "/openapi/v2" | "/openapi/v3" => return crate::http::openapi::serve(srv, req),
+        p if p.starts_with("/openapi/v3/") => return crate::http::openapi::serve(srv, req),
         p => {
             let segs: Vec<&str> = p.trim_start_matches('/').split('/').collect();
             match segs.as_slice() {

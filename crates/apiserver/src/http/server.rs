@@ -1,8 +1,8 @@
 //! Serving: HTTP/1.1 and HTTP/2 (ALPN over TLS), TLS with a generated CA, bearer-token
 //! and client-certificate authentication, gzip, audit ids; the in-process [`TestServer`].
 
-use crate::api::{ApiServer, Route, ServerOptions};
 use crate::error::ApiError;
+use crate::http::api::{ApiServer, Route, ServerOptions};
 use crate::http::{self as h, Body, Req};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -164,7 +164,7 @@ impl ServerBuilder {
     /// ClusterRoles and bindings stored in the server). Tokens given to
     /// [`ServerBuilder::token`] are administrators (`system:masters`).
     #[must_use]
-    pub fn user(mut self, token: impl Into<String>, user: crate::rbac::UserInfo) -> Self {
+    pub fn user(mut self, token: impl Into<String>, user: crate::auth::rbac::UserInfo) -> Self {
         self.options.users.push((token.into(), user));
         self
     }
@@ -191,7 +191,7 @@ impl ServerBuilder {
     /// Size, time and concurrency limits (default: kube-apiserver's, see
     /// [`crate::Limits`]).
     #[must_use]
-    pub fn limits(mut self, limits: crate::limits::Limits) -> Self {
+    pub fn limits(mut self, limits: crate::http::limits::Limits) -> Self {
         self.options.limits = limits;
         self
     }
@@ -294,11 +294,14 @@ async fn accept_loop(
 }
 
 /// Serves HTTP/1.1 or HTTP/2 on one connection, within the limits of
-/// [`crate::limits::Limits`]: header size and count, header read timeout (HTTP/1, which
+/// [`crate::http::limits::Limits`]: header size and count, header read timeout (HTTP/1, which
 /// also closes idle keep-alive connections), HTTP/2 settings as kube-apiserver announces
 /// them, and the idle timeout (no request in flight: closed, or GOAWAY on HTTP/2).
-async fn serve_connection<I>(state: Arc<ApiServer>, io: I, cert_user: Option<crate::rbac::UserInfo>)
-where
+async fn serve_connection<I>(
+    state: Arc<ApiServer>,
+    io: I,
+    cert_user: Option<crate::auth::rbac::UserInfo>,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     use hyper_util::rt::TokioTimer;
@@ -319,7 +322,7 @@ where
         .max_header_list_size(u32::try_from(limits.max_header_bytes + 320).unwrap_or(u32::MAX))
         .max_frame_size(256 * 1024)
         .initial_stream_window_size(256 * 1024);
-    let activity = crate::limits::Activity::new();
+    let activity = crate::http::limits::Activity::new();
     let busy = activity.clone();
     // Go: MaxHeaderBytes plus 4 KiB of slack.
     let max_head = limits.max_header_bytes + 4096;
@@ -328,7 +331,7 @@ where
         // Go's HTTP/1 server refuses these before any handler runs. (hyper's buffer
         // bound is not exact: headers are measured once parsed.)
         let h1 = req.version() <= http::Version::HTTP_11;
-        let refusal = if h1 && crate::limits::head_bytes(&req) > max_head {
+        let refusal = if h1 && crate::http::limits::head_bytes(&req) > max_head {
             Some((
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "431 Request Header Fields Too Large",
@@ -351,7 +354,7 @@ where
                     .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
                 return Ok(r);
             }
-            resp.await.map(|r| crate::limits::hold(r, mark))
+            resp.await.map(|r| crate::http::limits::hold(r, mark))
         }
     });
     let conn = builder.serve_connection(TokioIo::new(io), svc);
@@ -368,11 +371,11 @@ where
 
 /// The user of a verified client certificate, like kube-apiserver's x509 authenticator:
 /// subject CN is the user name, each O a group. `None` without a CN.
-fn user_from_certificate(der: &[u8]) -> Option<crate::rbac::UserInfo> {
+fn user_from_certificate(der: &[u8]) -> Option<crate::auth::rbac::UserInfo> {
     let (cn, orgs) = x509_subject(der)?;
     let cn = cn.filter(|c| !c.is_empty())?;
     let groups: Vec<&str> = orgs.iter().map(String::as_str).collect();
-    Some(crate::rbac::UserInfo::new(&cn, &groups))
+    Some(crate::auth::rbac::UserInfo::new(&cn, &groups))
 }
 
 /// One DER element at the start of `input`: (tag, contents, rest).
@@ -453,7 +456,7 @@ fn x509_subject(der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
 pub(crate) async fn handle<B>(
     srv: Arc<ApiServer>,
     req: Request<B>,
-    cert_user: Option<crate::rbac::UserInfo>,
+    cert_user: Option<crate::auth::rbac::UserInfo>,
 ) -> Result<Response<Body>, Infallible>
 where
     B: hyper::body::Body<Data = Bytes>,
@@ -471,17 +474,20 @@ where
         .get("accept-encoding")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
-    let extra_space = crate::limits::parse_bearer(
+    let extra_space = crate::http::limits::parse_bearer(
         req.headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
-    ) == crate::limits::Bearer::ExtraSpace;
+    ) == crate::http::limits::Bearer::ExtraSpace;
     let mut resp = match handle_inner(&srv, req, cert_user).await {
         Ok(r) => r,
         Err(e) => h::error_response(&e),
     };
     if extra_space {
-        crate::api::add_warnings(&mut resp, &[crate::limits::EXTRA_SPACE_WARNING.to_string()]);
+        crate::http::api::add_warnings(
+            &mut resp,
+            &[crate::http::limits::EXTRA_SPACE_WARNING.to_string()],
+        );
     }
     if let Ok(v) = HeaderValue::from_str(&audit) {
         resp.headers_mut().insert("audit-id", v);
@@ -539,7 +545,7 @@ async fn maybe_gzip(resp: Response<Body>) -> Response<Body> {
 async fn handle_inner<B>(
     srv: &Arc<ApiServer>,
     req: Request<B>,
-    cert_user: Option<crate::rbac::UserInfo>,
+    cert_user: Option<crate::auth::rbac::UserInfo>,
 ) -> Result<Response<Body>, ApiError>
 where
     B: hyper::body::Body<Data = Bytes>,
@@ -554,43 +560,49 @@ where
     ) || path.starts_with("/livez/")
         || path.starts_with("/readyz/");
     // As kube-apiserver's bearer token authenticator parses the header.
-    let bearer = match crate::limits::parse_bearer(
+    let bearer = match crate::http::limits::parse_bearer(
         parts
             .headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
     ) {
-        crate::limits::Bearer::Token(t) => Some(t),
+        crate::http::limits::Bearer::Token(t) => Some(t),
         _ => None,
     };
     // Like kube-apiserver's union authenticator: a client certificate comes first.
     let user = match cert_user.or_else(|| srv.authenticate(bearer)) {
         Some(u) => u,
         None if open && bearer.is_none() => {
-            crate::rbac::UserInfo::new("system:anonymous", &["system:unauthenticated"])
+            crate::auth::rbac::UserInfo::new("system:anonymous", &["system:unauthenticated"])
         }
         None => return Err(ApiError::unauthorized()),
     };
-    let user =
-        crate::impersonation::impersonate(srv, user, &parts.method, &parts.uri, &parts.headers)?;
+    let user = crate::auth::impersonation::impersonate(
+        srv,
+        &srv.storage,
+        user,
+        &parts.method,
+        &parts.uri,
+        &parts.headers,
+    )?;
     // Like kube-apiserver's max-in-flight filter, after impersonation and before the
     // body is read.
     let limits = &srv.options.limits;
-    let class = crate::limits::classify(&parts.method, &path, parts.uri.query());
-    let exempt = class != crate::limits::Class::Watch
-        && (crate::limits::is_probe(&path)
-            || user.is_master() && crate::limits::authenticates(&srv.options));
+    let class = crate::http::limits::classify(&parts.method, &path, parts.uri.query());
+    let exempt = class != crate::http::limits::Class::Watch
+        && (crate::http::limits::is_probe(&path)
+            || user.is_master() && crate::http::limits::authenticates(&srv.options));
     let seat = match exempt {
         true => None,
         false => match srv.inflight.try_acquire(limits, class, &user.name) {
             Some(seat) => Some(seat),
-            None => return Ok(crate::limits::too_many_requests()),
+            None => return Ok(crate::http::limits::too_many_requests()),
         },
     };
     let resp = serve_request(srv, parts, body, user, path).await?;
     // A watch keeps its seat while it streams.
     Ok(match (class, seat) {
-        (crate::limits::Class::Watch, Some(seat)) => crate::limits::hold(resp, seat),
+        (crate::http::limits::Class::Watch, Some(seat)) => crate::http::limits::hold(resp, seat),
         _ => resp,
     })
 }
@@ -600,7 +612,7 @@ async fn serve_request<B>(
     srv: &Arc<ApiServer>,
     parts: http::request::Parts,
     body: B,
-    user: crate::rbac::UserInfo,
+    user: crate::auth::rbac::UserInfo,
     path: String,
 ) -> Result<Response<Body>, ApiError>
 where
@@ -610,7 +622,7 @@ where
     let limit = srv.options.max_body;
     let read = Limited::new(body, limit).collect();
     let Ok(read) = tokio::time::timeout(srv.options.limits.request_timeout, read).await else {
-        return Ok(crate::limits::request_timeout());
+        return Ok(crate::http::limits::request_timeout());
     };
     let body = match read {
         Ok(b) => b.to_bytes(),
@@ -650,7 +662,7 @@ where
     }
     match srv.route(&r.path)? {
         Route::Resource(t) => Ok(srv.serve_resource(r, t).await),
-        Route::Other => match crate::discovery::serve(srv, &r) {
+        Route::Other => match crate::http::discovery::serve(srv, &r) {
             Some(resp) => Ok(resp),
             None => Ok(h::text(StatusCode::NOT_FOUND, "404 page not found\n")),
         },

@@ -1,10 +1,10 @@
 //! Subresources and non-stored APIs: `/scale`, access reviews, create-only subresources.
 
-use crate::api::{ApiServer, Target, WriteOptions};
 use crate::error::ApiError;
+use crate::http::api::{ApiServer, Target, WriteOptions};
 use crate::http::{self as h, Body, Format, Req};
-use crate::meta::meta_str;
 use crate::registry::ResourceDef;
+use crate::registry::meta::meta_str;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -223,7 +223,7 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                         .collect()
                 })
                 .unwrap_or_default();
-            subject = crate::rbac::UserInfo {
+            subject = crate::auth::rbac::UserInfo {
                 name: body
                     .pointer("/spec/user")
                     .and_then(Value::as_str)
@@ -279,8 +279,8 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     .unwrap_or(Value::Null);
                 let s = |k: &str| nra.get(k).and_then(Value::as_str).unwrap_or("").to_string();
                 let (verb, path) = (s("verb"), s("path"));
-                let allowed = crate::rbac::authorize_path(srv, user, &verb, &path);
-                let why = crate::rbac::Request::Path {
+                let allowed = crate::auth::rbac::authorize_path(&srv.storage, user, &verb, &path);
+                let why = crate::auth::rbac::Request::Path {
                     verb: &verb,
                     path: &path,
                 };
@@ -295,7 +295,7 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     s("namespace"),
                     s("name"),
                 );
-                let attrs = crate::rbac::Attributes {
+                let attrs = crate::auth::rbac::Attributes {
                     verb: &verb,
                     group: &group,
                     resource: &resource,
@@ -303,8 +303,13 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     namespace: &ns,
                     name: &name,
                 };
-                let allowed = crate::rbac::authorize(srv, user, &attrs);
-                allowed_status(srv, user, allowed, &crate::rbac::Request::Resource(&attrs))
+                let allowed = crate::auth::rbac::authorize(&srv.storage, user, &attrs);
+                allowed_status(
+                    srv,
+                    user,
+                    allowed,
+                    &crate::auth::rbac::Request::Resource(&attrs),
+                )
             }
         }
         "SelfSubjectRulesReview" => {
@@ -320,7 +325,7 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
                     "incomplete": false,
                 })
             } else {
-                let rules: Vec<Value> = crate::rbac::rules_for(srv, user, &ns)
+                let rules: Vec<Value> = crate::auth::rbac::rules_for(&srv.storage, user, &ns)
                     .into_iter()
                     .map(|r| json!({"verbs": r.get("verbs"), "apiGroups": r.get("apiGroups"), "resources": r.get("resources"), "resourceNames": r.get("resourceNames")}))
                     .collect();
@@ -341,13 +346,15 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
         _ => return Err(ApiError::method_not_allowed("not supported")),
     };
     // As kube-apiserver's create handler: the request's fields recorded for its manager.
-    let manager = crate::meta::manager_from_user_agent(req.header("user-agent"));
-    let ty = crate::schema::for_resource(&t.def, None);
+    let manager = crate::registry::meta::manager_from_user_agent(req.header("user-agent"));
+    let ty = crate::registry::schema::for_resource(&t.def, None);
     let mut request = body.clone();
     if let Some(o) = request.as_object_mut() {
         o.remove("status");
     }
-    let owned = crate::fields::compare(&crate::schema::zero_object(ty), &request, ty).changed();
+    let owned =
+        crate::registry::fields::compare(&crate::registry::schema::zero_object(ty), &request, ty)
+            .changed();
     body["status"] = status;
     body["apiVersion"] = json!(t.def.api_version());
     body["kind"] = json!(t.def.kind);
@@ -355,9 +362,9 @@ pub fn review(srv: &Arc<ApiServer>, req: &Req, t: &Target) -> Result<Response<Bo
         body["metadata"] = json!({});
     }
     if t.def.kind == "SelfSubjectReview" {
-        body["metadata"]["creationTimestamp"] = json!(crate::meta::now_time());
+        body["metadata"]["creationTimestamp"] = json!(crate::registry::meta::now_time());
     }
-    crate::meta::record_managed(
+    crate::registry::meta::record_managed(
         &mut body,
         &manager,
         "Update",
@@ -385,7 +392,7 @@ fn bind_token_to_pod(
     srv: &Arc<ApiServer>,
     ns: &str,
     bound: &Value,
-    user: &mut crate::rbac::UserInfo,
+    user: &mut crate::auth::rbac::UserInfo,
 ) -> Result<(), ApiError> {
     if str_at(bound, "/kind") != "Pod" {
         return Ok(());
@@ -434,12 +441,12 @@ fn bind_token_to_pod(
 /// for `system:masters`, nor for a denial).
 fn allowed_status(
     srv: &ApiServer,
-    user: &crate::rbac::UserInfo,
+    user: &crate::auth::rbac::UserInfo,
     allowed: bool,
-    req: &crate::rbac::Request<'_>,
+    req: &crate::auth::rbac::Request<'_>,
 ) -> Value {
     let reason = (allowed && !user.is_master())
-        .then(|| crate::rbac::allow_reason(srv, user, req))
+        .then(|| crate::auth::rbac::allow_reason(&srv.storage, user, req))
         .flatten();
     match reason {
         Some(r) => json!({"allowed": true, "reason": r}),
@@ -459,8 +466,8 @@ pub fn create_subresource(
     let ns = t.namespace.as_deref().unwrap_or("");
     match (t.def.group.as_str(), t.def.plural.as_str(), sub) {
         ("", "pods", "eviction") => {
-            let opts = crate::delete::DeleteOptions::default();
-            crate::delete::delete_obj(srv, &t.def, ns, name, &opts)?;
+            let opts = crate::http::delete::DeleteOptions::default();
+            crate::http::delete::delete_obj(srv, &t.def, ns, name, &opts)?;
             Ok(h::encode(
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -494,7 +501,7 @@ pub fn create_subresource(
                 .get(&t.def.storage_key(), ns, name)
                 .ok_or_else(|| ApiError::not_found(&t.def, name))?;
             let mut body = h::decode_body(req).unwrap_or_else(|_| json!({}));
-            let mut user = crate::rbac::UserInfo::service_account(ns, name);
+            let mut user = crate::auth::rbac::UserInfo::service_account(ns, name);
             user.uid = str_at(&account, "/metadata/uid").to_string();
             user.extra.insert(
                 "authentication.kubernetes.io/credential-id".into(),

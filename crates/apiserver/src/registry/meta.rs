@@ -1,8 +1,8 @@
 //! Object metadata helpers: names, timestamps, validation, generation and managed fields.
 
 use crate::error::ApiError;
-use crate::fields;
 use crate::registry::ResourceDef;
+use crate::registry::fields;
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value, json};
 
@@ -98,7 +98,7 @@ pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
         // As kube-apiserver's ValidateLabels: a cause per problem, at `metadata.labels`.
         let invalid = |value: &str, msg: String| StatusCause {
             reason: "FieldValueInvalid".into(),
-            message: format!("Invalid value: {}: {msg}", crate::rbac::go_quote(value)),
+            message: format!("Invalid value: {}: {msg}", crate::error::go_quote(value)),
             field: "metadata.labels".into(),
         };
         for (k, v) in labels {
@@ -297,4 +297,9 @@ pub fn manager_from_user_agent(ua: Option<&str>) -> String {
     let ua = ua.unwrap_or("unknown");
     let first = ua.split('/').next().unwrap_or(ua);
     first.chars().take(128).collect()
+}
+
+/// `PartialObjectMetadata` view of an object.
+pub(crate) fn partial_meta(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }

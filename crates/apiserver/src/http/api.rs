@@ -1,9 +1,9 @@
 //! The API server core: routing and the resource verbs.
 
 use crate::error::ApiError;
-use crate::fields;
 use crate::http::{self as h, Body, Format, Req};
-use crate::meta::{self, meta_mut, meta_str};
+use crate::registry::fields;
+use crate::registry::meta::{self, meta_mut, meta_str, partial_meta};
 use crate::registry::{Registry, ResourceDef};
 use crate::storage::{Mutation, Storage};
 use http::{Response, StatusCode};
@@ -27,12 +27,12 @@ pub struct ServerOptions {
     /// Persist objects in this directory (in memory only when `None`).
     pub data_dir: Option<std::path::PathBuf>,
     /// Further bearer tokens and the users they authenticate (authorized by RBAC).
-    pub users: Vec<(String, crate::rbac::UserInfo)>,
+    pub users: Vec<(String, crate::auth::rbac::UserInfo)>,
     /// CA bundle (PEM) that TLS client certificates are verified against; a verified
     /// certificate authenticates its subject CN as the user and O as the groups.
     pub client_ca_pem: Option<String>,
     /// Size, time and concurrency limits.
-    pub limits: crate::limits::Limits,
+    pub limits: crate::http::limits::Limits,
 }
 
 impl Default for ServerOptions {
@@ -46,7 +46,7 @@ impl Default for ServerOptions {
             data_dir: None,
             users: vec![],
             client_ca_pem: None,
-            limits: crate::limits::Limits::default(),
+            limits: crate::http::limits::Limits::default(),
         }
     }
 }
@@ -74,9 +74,9 @@ pub struct ApiServer {
     pub(crate) watch_epoch: tokio::sync::watch::Sender<u64>,
     /// ServiceAccount tokens issued through `serviceaccounts/token`.
     pub(crate) issued_tokens:
-        std::sync::Mutex<std::collections::HashMap<String, crate::rbac::UserInfo>>,
+        std::sync::Mutex<std::collections::HashMap<String, crate::auth::rbac::UserInfo>>,
     /// Requests and watches in flight (`options.limits`).
-    pub(crate) inflight: crate::limits::Inflight,
+    pub(crate) inflight: crate::http::limits::Inflight,
 }
 
 /// Where a resource request points.
@@ -135,7 +135,7 @@ impl ApiServer {
             for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
                 let _ = s.create_namespace_object(ns);
             }
-            crate::bootstrap::ensure_policy(&s);
+            crate::controllers::bootstrap::ensure_policy(&s);
         }
         s
     }
@@ -207,15 +207,15 @@ impl ApiServer {
     /// configured token every request is the admin (an open test server); with tokens, a
     /// request without credentials is `system:anonymous` (kube-apiserver's default
     /// `--anonymous-auth=true`), whom RBAC then authorizes.
-    pub(crate) fn authenticate(&self, bearer: Option<&str>) -> Option<crate::rbac::UserInfo> {
+    pub(crate) fn authenticate(&self, bearer: Option<&str>) -> Option<crate::auth::rbac::UserInfo> {
         let open = self.options.tokens.is_empty()
             && self.options.users.is_empty()
             && self.options.client_ca_pem.is_none();
         let Some(token) = bearer else {
             return Some(if open {
-                crate::rbac::UserInfo::admin()
+                crate::auth::rbac::UserInfo::admin()
             } else {
-                crate::rbac::UserInfo::new("system:anonymous", &["system:unauthenticated"])
+                crate::auth::rbac::UserInfo::new("system:anonymous", &["system:unauthenticated"])
             });
         };
         let eq = |a: &str| {
@@ -226,7 +226,7 @@ impl ApiServer {
                     == 0
         };
         if open || self.options.tokens.iter().any(|t| eq(t)) {
-            return Some(crate::rbac::UserInfo::admin());
+            return Some(crate::auth::rbac::UserInfo::admin());
         }
         if let Some((_, u)) = self.options.users.iter().find(|(t, _)| eq(t)) {
             return Some(u.clone());
@@ -258,7 +258,7 @@ impl ApiServer {
             .and_then(|f| kubewright_core::FieldSelector::parse(f).ok())
             .and_then(|f| f.required_value("metadata.name").map(str::to_string));
         let name = t.name.clone().or(selected_name).unwrap_or_default();
-        let attrs = crate::rbac::Attributes {
+        let attrs = crate::auth::rbac::Attributes {
             verb,
             group: &t.def.group,
             resource: &t.def.plural,
@@ -266,13 +266,13 @@ impl ApiServer {
             namespace: t.namespace.as_deref().unwrap_or(""),
             name: &name,
         };
-        if crate::rbac::authorize(self, &req.user, &attrs) {
+        if crate::auth::rbac::authorize(&self.storage, &req.user, &attrs) {
             Ok(())
         } else {
             Err(ApiError::forbidden(
                 &t.def,
                 &name,
-                crate::rbac::forbidden_message(&req.user, &attrs),
+                crate::auth::rbac::forbidden_message(&req.user, &attrs),
             )
             .authorization_failure())
         }
@@ -300,10 +300,10 @@ impl ApiServer {
                 ))
             }
             (&http::Method::GET, None, None) if req.watch_param() || t.legacy_watch => {
-                return crate::watch::serve_watch(self.clone(), req, t).await;
+                return crate::http::watch::serve_watch(self.clone(), req, t).await;
             }
             (&http::Method::GET, Some(_), None) if t.legacy_watch || req.watch_param() => {
-                return crate::watch::serve_watch(self.clone(), req, t).await;
+                return crate::http::watch::serve_watch(self.clone(), req, t).await;
             }
             (&http::Method::GET, None, None) => self.list(&req, &t),
             (&http::Method::GET | &http::Method::HEAD, Some(name), sub) => {
@@ -311,11 +311,11 @@ impl ApiServer {
             }
             (&http::Method::POST, None, None) => self.create(&req, &t),
             (&http::Method::POST, Some(_), Some(_)) => {
-                crate::extra::create_subresource(self, &req, &t)
+                crate::http::extra::create_subresource(self, &req, &t)
             }
             (&http::Method::PUT, Some(name), sub) => self.update(&req, &t, name, sub.as_deref()),
             (&http::Method::PATCH, Some(name), sub) => {
-                crate::patch::patch(self, &req, &t, name, sub.as_deref())
+                crate::http::patch::patch(self, &req, &t, name, sub.as_deref())
             }
             (&http::Method::DELETE, Some(name), None) => self.delete(&req, &t, name),
             (&http::Method::DELETE, None, None) => self.delete_collection(&req, &t),
@@ -369,7 +369,7 @@ impl ApiServer {
                     sub: Some("binding".into()),
                     legacy_watch: false,
                 };
-                crate::extra::create_subresource(self, req, &target)
+                crate::http::extra::create_subresource(self, req, &target)
             }
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
@@ -403,7 +403,7 @@ impl ApiServer {
         if sub == Some("scale") {
             return Ok(h::encode(
                 StatusCode::OK,
-                &crate::extra::to_scale(&t.def, &obj)?,
+                &crate::http::extra::to_scale(&t.def, &obj)?,
                 &format,
             ));
         }
@@ -447,7 +447,13 @@ impl ApiServer {
         match format {
             Format::Table => {
                 let rv = meta_str(&obj, "resourceVersion").map(|rv| json!({"resourceVersion": rv}));
-                match crate::table::table(def, &[Arc::new(obj)], req, rv, None) {
+                match crate::registry::table::table(
+                    def,
+                    &[Arc::new(obj)],
+                    req.q("includeObject"),
+                    rv,
+                    None,
+                ) {
                     Ok(t) => h::encode(StatusCode::OK, &t, &Format::Json),
                     Err(e) => h::error_response(&e),
                 }
@@ -499,7 +505,7 @@ impl ApiServer {
             Some(s) => Some(s.parse::<u64>().map_err(|_| {
                 ApiError::bad_request(format!(
                     "invalid resource version: resourceVersion: Invalid value: {}: {}",
-                    crate::rbac::go_quote(s),
+                    crate::error::go_quote(s),
                     go_parse_error("ParseUint", s)
                 ))
             })?),
@@ -539,7 +545,7 @@ impl ApiServer {
             ));
         }
         let opts = Self::parse_list_options(req)?;
-        crate::filter::check_field_selector(&t.def, &opts.fields)?;
+        crate::registry::filter::check_field_selector(&t.def, &opts.fields)?;
         let key = t.def.storage_key();
         let ns = t.namespace.as_deref();
         // Pagination: the continue token pins the snapshot revision and the last key.
@@ -586,7 +592,7 @@ impl ApiServer {
         let mut remaining = 0usize;
         let total = items.len();
         for (i, obj) in items.into_iter().enumerate() {
-            if !crate::filter::matches(&t.def, &obj, &opts.labels, &opts.fields) {
+            if !crate::registry::filter::matches(&t.def, &obj, &opts.labels, &opts.fields) {
                 continue;
             }
             if opts.limit > 0 && selected.len() >= opts.limit {
@@ -609,7 +615,13 @@ impl ApiServer {
         }
         match format {
             Format::Table => {
-                let table = crate::table::table(&t.def, &selected, req, Some(list_meta), None)?;
+                let table = crate::registry::table::table(
+                    &t.def,
+                    &selected,
+                    req.q("includeObject"),
+                    Some(list_meta),
+                    None,
+                )?;
                 Ok(h::encode(StatusCode::OK, &table, &Format::Json))
             }
             Format::PartialMetaList => {
@@ -658,7 +670,7 @@ impl ApiServer {
             Some(v) => {
                 return Err(invalid(&format!(
                     "dryRun: Unsupported value: [{}]: supported values: \"All\"",
-                    crate::rbac::go_quote(v)
+                    crate::error::go_quote(v)
                 )));
             }
         };
@@ -687,7 +699,7 @@ impl ApiServer {
             Some(v) => {
                 return Err(invalid(&format!(
                     "fieldValidation: Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
-                    crate::rbac::go_quote(v)
+                    crate::error::go_quote(v)
                 )));
             }
         };
@@ -737,7 +749,7 @@ impl ApiServer {
                 .filter(|n| !n.is_empty())
                 .unwrap_or(&wo.namespace)
                 .to_string();
-            crate::rbac::check_escalation(self, &wo.user, def, &obj, &ns)?;
+            crate::auth::rbac::check_escalation(&self.storage, &wo.user, def, &obj, &ns)?;
         }
         if !unknown.is_empty() {
             match wo.validation.as_str() {
@@ -796,7 +808,7 @@ impl ApiServer {
             ));
         }
         if t.def.normalizer.is_none() && t.def.crd.is_none() {
-            return crate::extra::review(self, req, t);
+            return crate::http::extra::review(self, req, t);
         }
         let mut wo = Self::write_options(req, false)?;
         let body = decode_object(req, &t.def)?;
@@ -882,18 +894,18 @@ impl ApiServer {
                 m.remove(f);
             }
         }
-        let ty = crate::schema::for_resource(def, None);
+        let ty = crate::registry::schema::for_resource(def, None);
         // An applier owns what it applied, not what the server defaults.
         let applied = (operation == "Apply").then(|| fields::paths_of(&obj, ty));
         // Decoding: defaults, and the struct fields Go always writes.
         strategy.default(def, &mut obj);
-        crate::schema::default_keys(&mut obj, ty);
+        crate::registry::schema::default_keys(&mut obj, ty);
         if def.crd.is_none() {
-            crate::schema::fill_struct_fields(&mut obj, ty);
+            crate::registry::schema::fill_struct_fields(&mut obj, ty);
         }
         // An updater owns what the decoded object adds to an empty one.
         let owned = applied.unwrap_or_else(|| {
-            let mut c = fields::compare(&crate::schema::zero_object(ty), &obj, ty);
+            let mut c = fields::compare(&crate::registry::schema::zero_object(ty), &obj, ty);
             if def.has_status {
                 c.retain_root("status", false);
             }
@@ -901,7 +913,7 @@ impl ApiServer {
         });
         strategy.prepare_for_create(def, &mut obj);
         if def.crd.is_none() {
-            crate::schema::fill_struct_fields(&mut obj, ty);
+            crate::registry::schema::fill_struct_fields(&mut obj, ty);
         }
         if let Some(crd) = &def.crd {
             crd.validate_rules(def, &obj, None, &def.version)?;
@@ -952,14 +964,14 @@ impl ApiServer {
             if generate.is_some() {
                 strategy.canonicalize(&mut obj);
             }
-            crate::limits::validate_sizes(def, &obj)?;
+            crate::http::limits::validate_sizes(def, &obj)?;
             if dry_run {
                 if let Some(existing) = self.storage.get(&def.storage_key(), ns, &name) {
                     return Err(exists_error(def, &name, &existing));
                 }
                 return Ok(obj);
             }
-            crate::limits::check_stored_size(def, &obj, &self.options.limits)?;
+            crate::http::limits::check_stored_size(def, &obj, &self.options.limits)?;
             let candidate = obj.clone();
             let res = self
                 .storage
@@ -1002,7 +1014,7 @@ impl ApiServer {
         let mut wo = Self::write_options(req, false)?;
         let body = decode_object(req, &t.def)?;
         if sub == Some("scale") {
-            return crate::extra::update_scale(self, req, t, name, body, &wo);
+            return crate::http::extra::update_scale(self, req, t, name, body, &wo);
         }
         let obj = check_body(&t.def, body, t.namespace.as_deref(), Some(name))?;
         let obj = self.normalize(&t.def, obj, &mut wo)?;
@@ -1077,14 +1089,14 @@ impl ApiServer {
                 ));
             }
             let mut next = merge_for_write(def, cur, &mut obj, sub);
-            let ty = crate::schema::for_resource(def, None);
+            let ty = crate::registry::schema::for_resource(def, None);
             let strategy = crate::registry::strategy::for_def(def);
             if sub != Some("status") {
                 strategy.default(def, &mut next);
             }
-            crate::schema::default_keys(&mut next, ty);
+            crate::registry::schema::default_keys(&mut next, ty);
             if def.crd.is_none() {
-                crate::schema::fill_struct_fields(&mut next, ty);
+                crate::registry::schema::fill_struct_fields(&mut next, ty);
             }
             if let Some(crd) = &def.crd {
                 crd.validate_rules(def, &next, Some(cur), &def.version)?;
@@ -1102,7 +1114,7 @@ impl ApiServer {
                     .map(|a| {
                         a.iter()
                             .filter(|f| !old.contains(f))
-                            .map(|f| crate::rbac::go_quote(f.as_str().unwrap_or_default()))
+                            .map(|f| crate::error::go_quote(f.as_str().unwrap_or_default()))
                             .collect()
                     })
                     .unwrap_or_default();
@@ -1151,7 +1163,7 @@ impl ApiServer {
                     );
                 }
             }
-            crate::limits::validate_sizes(def, &next)?;
+            crate::http::limits::validate_sizes(def, &next)?;
             if meta::semantically_equal(cur, &next) {
                 result = Some((StatusCode::OK, (**cur).clone()));
                 return Ok(Mutation::Keep);
@@ -1168,7 +1180,7 @@ impl ApiServer {
                 result = Some((StatusCode::OK, next));
                 return Ok(Mutation::Delete);
             }
-            crate::limits::check_stored_size(def, &next, &self.options.limits)?;
+            crate::http::limits::check_stored_size(def, &next, &self.options.limits)?;
             Ok(Mutation::Put(next))
         })?;
         match outcome {
@@ -1183,9 +1195,15 @@ impl ApiServer {
         t: &Target,
         name: &str,
     ) -> Result<Response<Body>, ApiError> {
-        let opts = crate::delete::DeleteOptions::parse(req)?;
-        let r =
-            crate::delete::delete_one(self, &t.def, t.ns(), name, &opts, &h::object_format(req))?;
+        let opts = crate::http::delete::DeleteOptions::parse(req)?;
+        let r = crate::http::delete::delete_one(
+            self,
+            &t.def,
+            t.ns(),
+            name,
+            &opts,
+            &h::object_format(req),
+        )?;
         self.kick.notify_one();
         Ok(r)
     }
@@ -1195,20 +1213,20 @@ impl ApiServer {
         req: &Req,
         t: &Target,
     ) -> Result<Response<Body>, ApiError> {
-        let opts = crate::delete::DeleteOptions::parse(req)?;
+        let opts = crate::http::delete::DeleteOptions::parse(req)?;
         let lo = Self::parse_list_options(req)?;
-        crate::filter::check_field_selector(&t.def, &lo.fields)?;
+        crate::registry::filter::check_field_selector(&t.def, &lo.fields)?;
         let (items, rv) = self
             .storage
             .list(&t.def.storage_key(), t.namespace.as_deref());
         let mut deleted = Vec::new();
         for obj in items {
-            if !crate::filter::matches(&t.def, &obj, &lo.labels, &lo.fields) {
+            if !crate::registry::filter::matches(&t.def, &obj, &lo.labels, &lo.fields) {
                 continue;
             }
             let ns = meta_str(&obj, "namespace").unwrap_or("").to_string();
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
-            match crate::delete::delete_obj(self, &t.def, &ns, &name, &opts) {
+            match crate::http::delete::delete_obj(self, &t.def, &ns, &name, &opts) {
                 Ok((_, v)) => deleted.push(self.present_item(&t.def, &v)),
                 Err(e) if e.code() == 404 => {}
                 Err(e) => return Err(e),
@@ -1237,7 +1255,7 @@ pub struct WriteOptions {
     /// Server-side apply: the applied field set and whether conflicts were forced.
     pub apply: Option<(std::collections::BTreeSet<fields::Path>, bool)>,
     /// Who writes (for RBAC's escalation checks).
-    pub user: crate::rbac::UserInfo,
+    pub user: crate::auth::rbac::UserInfo,
     /// The namespace of the request path ("" at cluster scope).
     pub namespace: String,
 }
@@ -1501,7 +1519,7 @@ fn go_parse_error(func: &str, s: &str) -> String {
     };
     format!(
         "strconv.{func}: parsing {}: {why}",
-        crate::rbac::go_quote(s)
+        crate::error::go_quote(s)
     )
 }
 
@@ -1670,11 +1688,6 @@ fn too_large_rv(rv: u64, current: u64) -> ApiError {
         });
     }
     e
-}
-
-/// `PartialObjectMetadata` view of an object.
-pub(crate) fn partial_meta(obj: &Value) -> Value {
-    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
 }
 
 pub(crate) fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {

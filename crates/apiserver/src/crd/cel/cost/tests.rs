@@ -9,7 +9,7 @@ fn cost_of(node: &Value, rule: &str) -> u64 {
 fn cost_with(node: &Value, rule: &str, optional_old_self: bool) -> u64 {
     let root = node.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
     let decl = decl_of(node, root).expect("a declared type");
-    let p = crate::cel::compile_checked(rule).expect("the rule compiles");
+    let p = crate::crd::cel::compile_checked(rule).expect("the rule compiles");
     estimate(p.expression(), &decl, optional_old_self)
 }
 

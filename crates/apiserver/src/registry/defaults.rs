@@ -2,7 +2,7 @@
 //! (`SetDefaults_*`): the values a write gets for the fields it leaves out. Which kind gets
 //! which defaults is the kind's strategy (`registry::strategy`).
 
-use crate::meta::{meta_mut, meta_str};
+use crate::registry::meta::{meta_mut, meta_str};
 use serde_json::{Map, Value, json};
 
 /// Sets `ptr` (a JSON pointer) to `value` unless something is there, creating objects on

@@ -2,7 +2,7 @@
 //! kube-apiserver's (operation ids, `x-kubernetes-action`, `x-kubernetes-group-version-kind`,
 //! query parameters, request bodies and responses).
 
-use super::schemas::{DELETE_OPTIONS, PATCH, STATUS, V2_REF, V3_REF, WATCH_EVENT};
+use crate::openapi::schemas::{DELETE_OPTIONS, PATCH, STATUS, V2_REF, V3_REF, WATCH_EVENT};
 use crate::registry::ResourceDef;
 use serde_json::{Map, Value, json};
 

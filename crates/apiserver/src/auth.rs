@@ -1,0 +1,4 @@
+//! Authentication helpers, RBAC authorization and impersonation.
+
+pub(crate) mod impersonation;
+pub(crate) mod rbac;
