@@ -1,5 +1,7 @@
 //! HTTP plumbing: request view, content negotiation, response builders.
 
+#[allow(dead_code)] // wired into the write path by the admission work (issue 14)
+pub(crate) mod admission;
 pub(crate) mod api;
 pub(crate) mod delete;
 pub(crate) mod discovery;
