@@ -4,6 +4,7 @@
 //! aggregation (bootstrap.rs, with the default RBAC policy created at start).
 
 pub(crate) mod bootstrap;
+pub(crate) mod disruption;
 
 use crate::http::api::ApiServer;
 use crate::http::delete::{DeleteOptions, delete_obj};
@@ -49,6 +50,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     namespaces(srv);
     gc(srv);
     crate::controllers::bootstrap::aggregate_cluster_roles(srv);
+    disruption::reconcile(srv);
 }
 
 fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {

@@ -70,6 +70,7 @@ pub fn decode_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, Str
         headers,
         body: Bytes::copy_from_slice(body),
         user: crate::auth::rbac::UserInfo::admin(),
+        upgrade: None,
     };
     crate::http::decode_body(&req).map_err(|e| e.0.message)
 }

@@ -11,7 +11,6 @@ pub(crate) mod openapi;
 pub(crate) mod patch;
 pub(crate) mod server;
 /// SPDY/3.1 for kubectl port-forward.
-#[allow(dead_code)] // wired into pods/portforward by the kubelet simulation
 pub(crate) mod spdy;
 pub(crate) mod watch;
 
@@ -42,6 +41,8 @@ pub struct Req {
     pub body: Bytes,
     /// The authenticated user.
     pub user: crate::auth::rbac::UserInfo,
+    /// The connection's upgrade (HTTP/1.1 `Upgrade`, e.g. WebSocket for `pods/exec`).
+    pub upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
 
 impl Req {

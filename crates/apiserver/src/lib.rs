@@ -15,6 +15,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
+mod kubelet;
 mod openapi;
 mod protobuf;
 mod registry;
@@ -24,3 +25,7 @@ pub use crate::auth::rbac::UserInfo;
 pub use crate::http::api::{ApiServer, ServerOptions};
 pub use crate::http::limits::Limits;
 pub use crate::http::server::{ServeError, ServerBuilder, TestServer, TlsMaterial};
+pub use crate::kubelet::{
+    ContainerRef, DEFAULT_NODE, ExecHandler, ExecSession, Kubelet, LogSource, Output, PodRef,
+    PortForwarder, PortTarget, SessionKind, Stdin, TerminalSize,
+};

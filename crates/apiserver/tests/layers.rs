@@ -13,8 +13,10 @@ const LAYERS: &[&[&str]] = &[
     &["registry"],
     &["crd"],
     &["auth"],
-    // The server starts the controllers; the controllers write through its verbs.
-    &["http", "controllers"],
+    // The server starts the controllers; the controllers write through its verbs. The
+    // simulated kubelet is started by the server, serves pod I/O for it and writes pods
+    // through the store like a controller.
+    &["http", "controllers", "kubelet"],
     &["fuzzing"],
 ];
 

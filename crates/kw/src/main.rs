@@ -112,6 +112,20 @@ struct ServeOptions {
     /// subject CN is the user, each O a group, as in kube-apiserver.
     #[arg(long)]
     client_ca_file: Option<PathBuf>,
+    /// Simulate a kubelet: a fake Node (Ready) that pods are bound to; they become
+    /// Running and Ready, terminate after their grace period, and serve logs, exec,
+    /// attach and port-forward. Never runs host programs: exec knows a few built-in
+    /// commands (echo, cat, env, hostname, true, false, sleep, sh -c); see
+    /// docs/kubelet.md.
+    #[arg(long)]
+    kubelet: bool,
+    /// Name of the simulated node (with --kubelet).
+    #[arg(long, default_value = kubewright_apiserver::DEFAULT_NODE, requires = "kubelet")]
+    node_name: String,
+    /// Forward every pod port to this TCP address (with --kubelet; default: a built-in
+    /// echo service).
+    #[arg(long, value_name = "HOST:PORT", requires = "kubelet")]
+    port_forward_to: Option<std::net::SocketAddr>,
 }
 
 async fn serve(o: ServeOptions) -> Result<(), String> {
@@ -146,6 +160,13 @@ async fn serve(o: ServeOptions) -> Result<(), String> {
             .map_err(|e| format!("--client-ca-file {}: {e}", path.display()))?;
         builder = builder.client_ca(pem);
     }
+    if o.kubelet {
+        let mut k = kubewright_apiserver::Kubelet::new().node_name(o.node_name.clone());
+        if let Some(addr) = o.port_forward_to {
+            k = k.port_forward_to(addr);
+        }
+        builder = builder.kubelet(k);
+    }
     let server = builder
         .start()
         .await
@@ -166,6 +187,15 @@ async fn serve(o: ServeOptions) -> Result<(), String> {
     }
     if let Some(dir) = &o.data_dir {
         println!("data directory: {}", dir.display());
+    }
+    if o.kubelet {
+        let target = o
+            .port_forward_to
+            .map_or("a built-in echo service".to_string(), |a| a.to_string());
+        println!(
+            "simulated kubelet: node {} (pods run there; exec runs built-in commands only; port-forward goes to {target})",
+            o.node_name
+        );
     }
     if server.ca_pem().is_some() {
         println!(

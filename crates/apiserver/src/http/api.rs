@@ -33,6 +33,9 @@ pub struct ServerOptions {
     pub client_ca_pem: Option<String>,
     /// Size, time and concurrency limits.
     pub limits: crate::http::limits::Limits,
+    /// The simulated kubelet (off when `None`): a fake Node, pods that run, and their
+    /// logs, exec, attach and port-forward.
+    pub kubelet: Option<crate::kubelet::Kubelet>,
 }
 
 impl Default for ServerOptions {
@@ -47,6 +50,7 @@ impl Default for ServerOptions {
             users: vec![],
             client_ca_pem: None,
             limits: crate::http::limits::Limits::default(),
+            kubelet: None,
         }
     }
 }
@@ -292,6 +296,11 @@ impl ApiServer {
             ));
         }
         let deprecated = deprecation_warning(&t.def);
+        // Pod I/O (log, exec, attach, portforward): the simulated kubelet.
+        let req = match crate::kubelet::serve(self, req, &t).await {
+            Ok(resp) => return resp,
+            Err(req) => req,
+        };
         let result = match (&req.method, &t.name, &t.sub) {
             _ if t.def.is_virtual() => self.serve_virtual(&req, &t),
             (method, None, None) if !t.def.verbs.contains(&verb_of(method, req.watch_param())) => {

@@ -30,67 +30,78 @@ pub struct DeleteOptions {
 impl DeleteOptions {
     /// Reads options from a non-empty JSON body, else from the query.
     pub fn parse(req: &Req) -> Result<Self, ApiError> {
-        let mut o = Self::default();
-        let orphan: Option<bool>;
-        let body: Option<Value> = if req.body.iter().any(|b| !b.is_ascii_whitespace()) {
-            Some(h::decode_body(req)?)
-        } else {
-            None
-        };
-        if let Some(b) = &body {
-            if let Some(kind) = b.get("kind").and_then(Value::as_str)
-                && kind != "DeleteOptions"
-            {
-                return Err(ApiError::bad_request(format!(
-                    "expected DeleteOptions, got {kind}"
-                )));
-            }
-            o.propagation = b
-                .get("propagationPolicy")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            o.grace_period = b.get("gracePeriodSeconds").and_then(Value::as_i64);
-            orphan = b.get("orphanDependents").and_then(Value::as_bool);
-            o.uid = b
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            o.resource_version = b
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            if let Some(dr) = b.get("dryRun").and_then(Value::as_array) {
-                if dr.iter().any(|v| v != "All") {
-                    return Err(ApiError::invalid_msg(format!(
-                        "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: {}: supported values: \"All\"",
-                        Value::Array(dr.clone())
-                    )));
-                }
-                o.dry_run = !dr.is_empty();
-            }
-        } else {
-            o.propagation = req
-                .q("propagationPolicy")
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
-            o.grace_period = match req.q("gracePeriodSeconds") {
+        if req.body.iter().any(|b| !b.is_ascii_whitespace()) {
+            return Self::from_body(&h::decode_body(req)?);
+        }
+        let grace_period =
+            match req.q("gracePeriodSeconds") {
                 Some(g) if !g.is_empty() => Some(g.parse().map_err(|_| {
                     ApiError::bad_request(format!("invalid gracePeriodSeconds: {g}"))
                 })?),
                 _ => None,
             };
-            orphan = req.q("orphanDependents").map(|v| v == "true");
-            match req.q("dryRun") {
-                None | Some("") => {}
-                Some("All") => o.dry_run = true,
-                Some(v) => {
-                    return Err(ApiError::invalid_msg(format!(
-                        "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [{}]: supported values: \"All\"",
-                        crate::error::go_quote(v)
-                    )));
-                }
+        let mut o = Self {
+            propagation: req
+                .q("propagationPolicy")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+            grace_period,
+            ..Self::default()
+        };
+        let orphan = req.q("orphanDependents").map(|v| v == "true");
+        match req.q("dryRun") {
+            None | Some("") => {}
+            Some("All") => o.dry_run = true,
+            Some(v) => {
+                return Err(ApiError::invalid_msg(format!(
+                    "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [{}]: supported values: \"All\"",
+                    crate::error::go_quote(v)
+                )));
             }
         }
+        o.finish(orphan)
+    }
+
+    /// Reads options from a `DeleteOptions` JSON object (a DELETE body, or an
+    /// Eviction's `deleteOptions`).
+    pub fn from_body(b: &Value) -> Result<Self, ApiError> {
+        let mut o = Self::default();
+        if let Some(kind) = b.get("kind").and_then(Value::as_str)
+            && kind != "DeleteOptions"
+        {
+            return Err(ApiError::bad_request(format!(
+                "expected DeleteOptions, got {kind}"
+            )));
+        }
+        o.propagation = b
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        o.grace_period = b.get("gracePeriodSeconds").and_then(Value::as_i64);
+        let orphan = b.get("orphanDependents").and_then(Value::as_bool);
+        o.uid = b
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        o.resource_version = b
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let Some(dr) = b.get("dryRun").and_then(Value::as_array) {
+            if dr.iter().any(|v| v != "All") {
+                return Err(ApiError::invalid_msg(format!(
+                    "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: {}: supported values: \"All\"",
+                    Value::Array(dr.clone())
+                )));
+            }
+            o.dry_run = !dr.is_empty();
+        }
+        o.finish(orphan)
+    }
+
+    /// Validates the options and folds `orphanDependents` into the propagation policy.
+    fn finish(mut self, orphan: Option<bool>) -> Result<Self, ApiError> {
+        let o = &mut self;
         if let (Some(_), Some(p)) = (orphan, &o.propagation) {
             return Err(ApiError::invalid_msg(format!(
                 "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: {}: orphanDependents and deletionPropagation cannot be both set",
@@ -108,7 +119,7 @@ impl DeleteOptions {
         if orphan == Some(true) {
             o.propagation = Some("Orphan".into());
         }
-        Ok(o)
+        Ok(self)
     }
 }
 
@@ -198,6 +209,12 @@ pub fn delete_obj(
                 && !fins.iter().any(|x| x == f) {
                     fins.push(json!(f));
                 }
+        }
+        // A pod the simulated kubelet runs terminates gracefully, as on a real node.
+        if let Some(grace) = crate::kubelet::graceful_delete(srv, def, cur, o.grace_period) {
+            crate::kubelet::mark_terminating(&mut next, grace, &fins);
+            out = Some((false, next.clone()));
+            return Ok(if o.dry_run || next == **cur { Mutation::Keep } else { Mutation::Put(next) });
         }
         let keep_ns = is_ns && next.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
         if fins.is_empty() && !keep_ns {

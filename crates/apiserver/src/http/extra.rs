@@ -465,15 +465,7 @@ pub fn create_subresource(
     };
     let ns = t.namespace.as_deref().unwrap_or("");
     match (t.def.group.as_str(), t.def.plural.as_str(), sub) {
-        ("", "pods", "eviction") => {
-            let opts = crate::http::delete::DeleteOptions::default();
-            crate::http::delete::delete_obj(srv, &t.def, ns, name, &opts)?;
-            Ok(h::encode(
-                StatusCode::CREATED,
-                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-                &h::object_format(req),
-            ))
-        }
+        ("", "pods", "eviction") => crate::controllers::disruption::evict(srv, req, t, name),
         ("", "pods", "binding") => {
             let body = h::decode_body(req)?;
             let node = body

@@ -490,6 +490,7 @@ mod tests {
             headers,
             body: Bytes::new(),
             user: crate::auth::rbac::UserInfo::admin(),
+            upgrade: None,
         }
     }
 

@@ -195,6 +195,14 @@ impl ServerBuilder {
         self.options.limits = limits;
         self
     }
+    /// Runs a simulated kubelet (see [`crate::Kubelet`]): a fake Node, pods bound to it
+    /// that become Running and Ready, graceful termination, and pod logs, exec, attach
+    /// and port-forward served by the kubelet's pluggable handlers. Off by default.
+    #[must_use]
+    pub fn kubelet(mut self, kubelet: crate::kubelet::Kubelet) -> Self {
+        self.options.kubelet = Some(kubelet);
+        self
+    }
     /// Events kept for watch resumption (default 100,000).
     #[must_use]
     pub fn history(mut self, events: usize) -> Self {
@@ -231,6 +239,9 @@ impl ServerBuilder {
         crate::controllers::reconcile_all(&state);
         let stop = CancellationToken::new();
         tokio::spawn(crate::controllers::run(state.clone(), stop.clone()));
+        if let Some(k) = state.options.kubelet.clone() {
+            tokio::spawn(crate::kubelet::run(k, state.clone(), stop.clone()));
+        }
         tokio::spawn(accept_loop(listener, acceptor, state.clone(), stop.clone()));
         Ok(TestServer {
             state,
@@ -357,7 +368,8 @@ async fn serve_connection<I>(
             resp.await.map(|r| crate::http::limits::hold(r, mark))
         }
     });
-    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    // With upgrades: WebSocket for pods/exec, attach and portforward.
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
@@ -643,7 +655,10 @@ where
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
     let query = query_all.iter().cloned().collect();
+    let mut parts = parts;
+    let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let r = Req {
+        upgrade,
         method: parts.method,
         path,
         query,
