@@ -242,3 +242,179 @@ async fn a_pending_pod_is_evicted_whatever_the_budget() {
         .unwrap();
     assert_eq!(status.status, "Success");
 }
+
+/// The client's pod I/O against the embedded server's simulated kubelet, with handlers
+/// that record what they were given. A real cluster without nodes runs no pod; the
+/// protocol details are covered by `tests/pod_io.rs` against a hand-rolled peer.
+#[tokio::test]
+async fn logs_exec_attach_and_port_forward_through_the_kubelet_embedded_only() {
+    use kubewright_apiserver::{ExecSession, Kubelet, PodRef, PortTarget, SessionKind, TestServer};
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    if kubewright_testing::embedded_only("no node runs pods on the test cluster") {
+        return;
+    }
+    let resizes: Arc<Mutex<Vec<(u16, u16)>>> = Arc::default();
+    let seen = resizes.clone();
+    let (line_tx, line_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let line_rx = Arc::new(Mutex::new(Some(line_rx)));
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let kubelet = Kubelet::new()
+        .logs(move |_: &kubewright_apiserver::ContainerRef| {
+            let rx = line_rx.lock().unwrap().take();
+            futures::stream::unfold(rx, |rx| async move {
+                let mut rx = rx?;
+                let line = rx.recv().await?;
+                Some((line, Some(rx)))
+            })
+        })
+        .exec(move |mut s: ExecSession| {
+            let seen = seen.clone();
+            async move {
+                if s.kind == SessionKind::Attach {
+                    while let Some(size) = s.resize.recv().await {
+                        seen.lock().unwrap().push((size.width, size.height));
+                        if seen.lock().unwrap().len() == 2 {
+                            break;
+                        }
+                    }
+                    return 0;
+                }
+                let mut input = String::new();
+                if let Some(stdin) = s.stdin.as_mut() {
+                    stdin.read_to_string(&mut input).await.unwrap();
+                }
+                if let Some(out) = s.stdout.as_mut() {
+                    let reply = format!("{} got {input:?}", s.command.join(" "));
+                    out.write_all(reply.as_bytes()).await.unwrap();
+                }
+                if let Some(err) = s.stderr.as_mut() {
+                    err.write_all(b"a warning").await.unwrap();
+                }
+                7
+            }
+        })
+        .port_forward(move |_: &PodRef, port| {
+            if port == 80 {
+                PortTarget::Tcp(echo_addr)
+            } else {
+                PortTarget::Refuse(format!("nothing listens on {port}"))
+            }
+        });
+    let server = TestServer::builder()
+        .kubelet(kubelet)
+        .start()
+        .await
+        .unwrap();
+    let env = TestEnv::for_server(server);
+    let ns = env.namespace().await;
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    pods.create(&PostParams::default(), &pod("web", "web", &["app"]))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pods
+        .get("web")
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.phase)
+        .as_deref()
+        != Some("Running")
+    {
+        assert!(Instant::now() < deadline, "the pod never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Followed logs: lines arrive as the container writes them.
+    let follow = LogParams {
+        follow: true,
+        ..Default::default()
+    };
+    let mut lines = pods.log_stream("web", &follow).await.unwrap();
+    for text in ["one", "two"] {
+        line_tx.send(text.to_string()).unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), lines.next())
+            .await
+            .expect("a followed line arrives")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, text);
+    }
+    drop(lines);
+    let with_times = LogParams {
+        timestamps: true,
+        tail_lines: Some(1),
+        ..Default::default()
+    };
+    let last = pods.logs("web", &with_times).await.unwrap();
+    assert!(last.ends_with(" two\n") && last.len() > 30, "{last:?}");
+
+    // exec: stdin, stdout, stderr and the exit code.
+    let mut p = pods
+        .exec("web", ["run", "it"], &AttachParams::default().stdin(true))
+        .await
+        .unwrap();
+    let mut stdin = p.stdin().unwrap();
+    let (mut out, mut err) = (p.stdout().unwrap(), p.stderr().unwrap());
+    stdin.write_all(b"input").await.unwrap();
+    drop(stdin);
+    let (mut o, mut e) = (String::new(), String::new());
+    let (a, b) = tokio::join!(out.read_to_string(&mut o), err.read_to_string(&mut e));
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(
+        (o.as_str(), e.as_str()),
+        ("run it got \"input\"", "a warning")
+    );
+    let status = p.join().await.unwrap();
+    assert_eq!(status.code, 7);
+
+    // attach with a terminal: resize messages reach the handler.
+    let mut p = pods
+        .attach("web", &AttachParams::interactive_tty())
+        .await
+        .unwrap();
+    let sizes = p.terminal_size().unwrap();
+    sizes
+        .send(kubewright_client::pod::TerminalSize {
+            width: 80,
+            height: 24,
+        })
+        .await
+        .unwrap();
+    sizes
+        .send(kubewright_client::pod::TerminalSize {
+            width: 120,
+            height: 40,
+        })
+        .await
+        .unwrap();
+    assert!(p.join().await.unwrap().success());
+    assert_eq!(*resizes.lock().unwrap(), [(80, 24), (120, 40)]);
+
+    // port-forward: port 80 reaches the echo server; port 81 reports the refusal.
+    let mut pf = pods.portforward("web", &[80, 81]).await.unwrap();
+    let mut s = pf.take_stream(80).unwrap();
+    let refused = pf.take_error(81).unwrap();
+    s.write_all(b"ping").await.unwrap();
+    let mut got = [0u8; 4];
+    s.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"ping");
+    let text = tokio::time::timeout(Duration::from_secs(10), refused)
+        .await
+        .expect("the error arrives")
+        .unwrap();
+    assert!(text.contains("nothing listens on 81"), "{text}");
+    pf.abort();
+}

@@ -204,10 +204,10 @@ impl Api<Pod> {
         &self,
         name: &str,
         lp: &LogParams,
-    ) -> Result<impl Stream<Item = Result<String>> + Send + use<>> {
+    ) -> Result<impl Stream<Item = Result<String>> + Send + Unpin + use<>> {
         let req = self.log_request(name, lp)?;
         let chunks = Box::pin(self.client().request_stream(req).await?);
-        Ok(lines(chunks))
+        Ok(Box::pin(lines(chunks)))
     }
 
     /// Runs `command` in a container of the pod (`kubectl exec`).
