@@ -131,6 +131,10 @@ pub mod guides {
     pub mod controllers {}
     #[doc = include_str!("../docs/performance.md")]
     pub mod performance {}
+    #[doc = include_str!("../docs/pod-io.md")]
+    pub mod pod_io {}
+    #[doc = include_str!("../docs/kubelet.md")]
+    pub mod kubelet {}
 }
 
 #[cfg(test)]
