@@ -88,22 +88,69 @@ async fn until_in_effect(
     }
 }
 
-struct Cleanup {
-    client: Client,
+/// Cluster-scoped leftovers of a test, deleted when it ends, also when it fails: a
+/// webhook configuration or a CRD whose webhook no longer answers would break later
+/// requests (namespace deletion cannot list a resource it cannot convert). Drop runs
+/// the deletions on a thread of its own with a fresh client, since the test's runtime
+/// may be unwinding.
+struct Leftovers {
+    config: kubewright_client::Config,
     validating: Vec<String>,
     mutating: Vec<String>,
+    crds: Vec<String>,
 }
 
-impl Cleanup {
-    async fn run(self) {
-        let v: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-        for name in &self.validating {
-            let _ = v.delete(name, &DeleteParams::default()).await;
+impl Leftovers {
+    fn new(env: &TestEnv) -> Self {
+        Self {
+            config: env.config().clone(),
+            validating: Vec::new(),
+            mutating: Vec::new(),
+            crds: Vec::new(),
         }
-        let m: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-        for name in &self.mutating {
-            let _ = m.delete(name, &DeleteParams::default()).await;
-        }
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kubewright_core::{Patch, PatchParams};
+        let config = self.config.clone();
+        let (validating, mutating, crds) = (
+            std::mem::take(&mut self.validating),
+            std::mem::take(&mut self.mutating),
+            std::mem::take(&mut self.crds),
+        );
+        let cleanup = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(client) = Client::new(config) else { return };
+                let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+                for name in &validating {
+                    let _ = v.delete(name, &DeleteParams::default()).await;
+                }
+                let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+                for name in &mutating {
+                    let _ = m.delete(name, &DeleteParams::default()).await;
+                }
+                let c: Api<CustomResourceDefinition> = Api::all(client);
+                for name in &crds {
+                    // Without its webhook the CRD's objects can only go if nothing
+                    // needs converting.
+                    let none = serde_json::json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+                    let _ = c
+                        .patch(name, &PatchParams::default(), &Patch::Merge(none))
+                        .await;
+                    let _ = c.delete(name, &DeleteParams::default()).await;
+                }
+            });
+        });
+        let _ = cleanup.join();
     }
 }
 
@@ -174,11 +221,9 @@ async fn the_api_server_calls_validating_and_mutating_webhooks() {
         .create(&PostParams::default(), &mutating)
         .await
         .unwrap();
-    let cleanup = Cleanup {
-        client: client.clone(),
-        validating: vec![name.clone()],
-        mutating: vec![name.clone()],
-    };
+    let mut leftovers = Leftovers::new(&env);
+    leftovers.validating.push(name.clone());
+    leftovers.mutating.push(name.clone());
 
     let warnings: Arc<Mutex<Vec<String>>> = Arc::default();
     let heard = warnings.clone();
@@ -233,7 +278,7 @@ async fn the_api_server_calls_validating_and_mutating_webhooks() {
         .unwrap();
     assert!(!free.data.unwrap().contains_key("owner"));
 
-    cleanup.run().await;
+    drop(leftovers);
     cancel.cancel();
 }
 
@@ -298,11 +343,8 @@ async fn failure_policy_and_timeouts_of_unreachable_webhooks() {
         .create(&PostParams::default(), &config)
         .await
         .unwrap();
-    let cleanup = Cleanup {
-        client: client.clone(),
-        validating: vec![name.clone()],
-        mutating: vec![],
-    };
+    let mut leftovers = Leftovers::new(&env);
+    leftovers.validating.push(name.clone());
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let labelled = |name: &str, hook: &str| {
         let mut c = cm(name, &[]);
@@ -362,7 +404,7 @@ async fn failure_policy_and_timeouts_of_unreachable_webhooks() {
         "{:?}",
         started.elapsed()
     );
-    cleanup.run().await;
+    drop(leftovers);
     cancel.cancel();
 }
 
@@ -427,8 +469,10 @@ async fn crd_versions_convert_through_a_conversion_webhook() {
     .unwrap();
     crd.spec.conversion = Some(conversion);
     let crds: Api<CustomResourceDefinition> = Api::all(env.client());
-    crds.create(&PostParams::default(), &crd).await.unwrap();
     let crd_name = format!("widgets.{group}");
+    let mut leftovers = Leftovers::new(&env);
+    leftovers.crds.push(crd_name.clone());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
 
     let resource = |v: &str| ApiResource {
         group: group.clone(),
@@ -504,6 +548,6 @@ async fn crd_versions_convert_through_a_conversion_webhook() {
         status.message
     );
 
-    let _ = crds.delete(&crd_name, &DeleteParams::default()).await;
+    drop(leftovers);
     cancel.cancel();
 }
