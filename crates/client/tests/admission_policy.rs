@@ -93,8 +93,10 @@ async fn validating_admission_policies_deny_and_warn() {
             )
             .await
         {
-            Err(e) => break e,
-            Ok(_) => {
+            // A real server loads the params through an informer it starts for the
+            // policy: until it has synced, the binding finds no params.
+            Err(e) if !e.to_string().contains("no params found") => break e,
+            _ => {
                 assert!(Instant::now() < deadline, "the policy never took effect");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
