@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 /// The environment rules are compiled and run in: the standard library and macros plus the
 /// strings, lists and math extensions.
-fn env() -> &'static Arc<cel::Env> {
+pub(crate) fn env() -> &'static Arc<cel::Env> {
     static ENV: OnceLock<Arc<cel::Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = cel::Env::stdlib();
@@ -31,7 +31,7 @@ fn env() -> &'static Arc<cel::Env> {
 const RULE_STACK_SIZE: usize = 128 << 20;
 
 /// Runs `f` on a stack with at least [`RULE_STACK_SIZE`] left.
-fn on_rule_stack<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn on_rule_stack<R>(f: impl FnOnce() -> R) -> R {
     stacker::maybe_grow(RULE_STACK_SIZE, RULE_STACK_SIZE, f)
 }
 
@@ -50,7 +50,7 @@ impl Rule {
 
 /// Parses an expression, within cel-go's parser limits (checked on the text first: the parser
 /// would run out of stack), turning a panic of the parser into an error.
-fn compile(src: &str) -> Result<cel::IdedExpr, String> {
+pub(crate) fn compile(src: &str) -> Result<cel::IdedExpr, String> {
     parse_limits::check(src)?;
     let depth = u16::try_from(parse_limits::MAX_RECURSION_DEPTH).unwrap_or(u16::MAX);
     let parser = env().parser().max_recursion_depth(depth);
@@ -144,7 +144,7 @@ fn compile_checked_uncached(src: &str) -> Result<Rule, String> {
 
 /// Whether `name` is a type (`type(self) == int`) or a namespace of functions (`lists.range`)
 /// that rules can name in kube-apiserver and this server evaluates.
-fn is_type_or_namespace(name: &str) -> bool {
+pub(crate) fn is_type_or_namespace(name: &str) -> bool {
     const TYPES: [&str; 11] = [
         "bool",
         "bytes",
@@ -163,7 +163,7 @@ fn is_type_or_namespace(name: &str) -> bool {
 }
 
 /// Whether `name` is the variable of a comprehension (`all`, `exists`, `map`...) in `expr`.
-fn declared_by_macro(expr: &cel::IdedExpr, name: &str) -> bool {
+pub(crate) fn declared_by_macro(expr: &cel::IdedExpr, name: &str) -> bool {
     use cel::common::ast::Expr;
     fn walk(e: &cel::IdedExpr, name: &str) -> bool {
         match &e.expr {
@@ -552,7 +552,7 @@ fn rule_cel_errors(
 }
 
 /// A JSON value as a CEL value, numbers typed by the schema (`number` is a double).
-fn to_cel(v: &Value, schema: Option<&Value>) -> cel::Value {
+pub(crate) fn to_cel(v: &Value, schema: Option<&Value>) -> cel::Value {
     match v {
         Value::Null => cel::Value::Null,
         Value::Bool(b) => cel::Value::Bool(*b),
