@@ -70,11 +70,6 @@ pub(crate) fn hooks(srv: &ApiServer, mutating: bool) -> Vec<Hook> {
     });
     let mut out = Vec::new();
     for c in configs {
-        let config = c
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
         for w in c
             .get("webhooks")
             .and_then(Value::as_array)
