@@ -91,22 +91,20 @@ pub(crate) async fn convert(
         }
         return Ok(objects);
     };
-    // kube-apiserver names what it converted in its errors: the object's, or for a list
-    // the list's group/version/kind.
+    // kube-apiserver's text (500 InternalError, without the usual "Internal error
+    // occurred" prefix), naming the group/version/kind converted from.
     let from = objects[pending[0]]
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let shown_kind = if pending.len() > 1 {
-        format!("{}List", hook.kind)
-    } else {
-        hook.kind.clone()
-    };
+    let kind = hook.kind.clone();
     let failed = |why: String| {
-        ApiError::internal(format!(
-            "conversion webhook for {from}, Kind={shown_kind} failed: {why}"
-        ))
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("conversion webhook for {from}, Kind={kind} failed: {why}"),
+        )
     };
     let uid = uuid::Uuid::new_v4().to_string();
     let sent: Vec<Value> = pending.iter().map(|i| objects[*i].clone()).collect();

@@ -510,13 +510,22 @@ async fn call_hook(
     ))
 }
 
-/// Go's `encoding/json` text for a body that is not JSON (approximately).
-fn go_decode_error(raw: &[u8], e: &serde_json::Error) -> String {
-    if raw.is_empty() {
+/// What client-go's decoder says of a body that is not a JSON object: it reads YAML too,
+/// so text is a string scalar, which does not fit the struct it reads the kind into.
+fn go_decode_error(raw: &[u8], _e: &serde_json::Error) -> String {
+    if raw.iter().all(u8::is_ascii_whitespace) {
         return "unexpected end of JSON input".into();
     }
-    let go = crate::error::go_json_error(raw);
-    if go.is_empty() { e.to_string() } else { go }
+    let ty = match serde_json::from_slice::<Value>(raw) {
+        Ok(Value::Array(_)) => "array",
+        Ok(Value::Number(_)) => "number",
+        Ok(Value::Bool(_)) => "bool",
+        Ok(Value::Object(_)) => return crate::error::go_json_error(raw),
+        _ => "string",
+    };
+    format!(
+        "json: cannot unmarshal {ty} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}"
+    )
 }
 
 /// A denial: kube-apiserver's `ToStatusErr`, the webhook's Status with its message
@@ -649,8 +658,16 @@ async fn apply_patch(
         )));
     };
     let before = obj.clone();
-    crate::http::limits::apply_json_patch(&mut obj, &ops.0)
-        .map_err(|e| ApiError::internal(e.0.message.clone()))?;
+    for op in &ops.0 {
+        json_patch::patch(&mut obj, std::slice::from_ref(op))
+            .map_err(|_| ApiError::internal(patch_error(op)))?;
+    }
+    if crate::error::nesting_depth(&obj) > crate::error::MAX_JSON_DEPTH {
+        return Err(ApiError::internal(format!(
+            "admission webhook \"{}\" returned a patch nesting the object too deeply",
+            hook.name
+        )));
+    }
     if obj == before {
         return Ok(false);
     }
@@ -667,6 +684,34 @@ async fn apply_patch(
     let changed = attrs.object.as_ref() != Some(&obj);
     attrs.object = Some(obj);
     Ok(changed)
+}
+
+/// The JSON patch library's (evanphx/json-patch) text for an operation that does not apply.
+fn patch_error(op: &json_patch::PatchOperation) -> String {
+    use json_patch::PatchOperation as P;
+    match op {
+        P::Replace(o) => format!(
+            "replace operation does not apply: doc is missing path: {}: missing value",
+            o.path
+        ),
+        P::Add(o) => format!(
+            "add operation does not apply: doc is missing path: \"{}\": missing value",
+            o.path
+        ),
+        P::Remove(o) => format!(
+            "remove operation does not apply: doc is missing path: \"{}\": missing value",
+            o.path
+        ),
+        P::Move(o) => format!(
+            "move operation does not apply: doc is missing from path: \"{}\": missing value",
+            o.from
+        ),
+        P::Copy(o) => format!(
+            "copy operation does not apply: doc is missing from path: \"{}\": missing value",
+            o.from
+        ),
+        P::Test(o) => format!("testing value {} failed: test failed", o.path),
+    }
 }
 
 /// Runs the validating webhooks (all at once, like kube-apiserver); the first failure in
