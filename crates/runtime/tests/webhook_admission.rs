@@ -78,10 +78,7 @@ where
         if done(&r) {
             return r;
         }
-        assert!(
-            Instant::now() < deadline,
-            "never took effect, last: {r:?}"
-        );
+        assert!(Instant::now() < deadline, "never took effect, last: {r:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     unreachable!()
@@ -242,12 +239,20 @@ async fn reinvocation_deletes_dry_runs_and_match_conditions() {
         |i| {
             let cms = cms.clone();
             async move {
-                cms.create(&PostParams::default(), &labelled(&format!("probe-{i}"), &[]))
-                    .await
-                    .unwrap()
+                cms.create(
+                    &PostParams::default(),
+                    &labelled(&format!("probe-{i}"), &[]),
+                )
+                .await
+                .unwrap()
             }
         },
-        |cm: &ConfigMap| cm.metadata.labels.as_ref().is_some_and(|l| l.contains_key("second")),
+        |cm: &ConfigMap| {
+            cm.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("second"))
+        },
     )
     .await;
     calls.lock().unwrap().clear();
@@ -261,9 +266,12 @@ async fn reinvocation_deletes_dry_runs_and_match_conditions() {
 
     // Deletes: the validating webhook sees the object as oldObject (object null) and
     // refuses with its message; the others are not selected.
-    cms.create(&PostParams::default(), &labelled("kept", &[("protect", "yes")]))
-        .await
-        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &labelled("kept", &[("protect", "yes")]),
+    )
+    .await
+    .unwrap();
     calls.lock().unwrap().clear();
     let err = cms
         .delete("kept", &DeleteParams::default())
@@ -373,9 +381,7 @@ async fn unreachable_services_and_bad_answers() {
             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
         })
     };
-    let url = |path: &str| {
-        json!({"url": format!("https://127.0.0.1:{}{path}", bad.port), "caBundle": base64(&ca)})
-    };
+    let url = |path: &str| json!({"url": format!("https://127.0.0.1:{}{path}", bad.port), "caBundle": base64(&ca)});
     let service = json!({"service": {"namespace": ns, "name": "nowhere", "path": "/v"}});
     let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -493,11 +499,10 @@ async fn bad_webhook(dir: &Path) -> BadWebhook {
     use http_body_util::{BodyExt, Full};
     use rustls_pki_types::pem::PemObject as _;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(dir.join("tls.crt"))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("tls.crt"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     let key = PrivateKeyDer::from_pem_file(dir.join("tls.key")).unwrap();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -523,12 +528,21 @@ async fn bad_webhook(dir: &Path) -> BadWebhook {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let service = hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| async move {
-                    let path = req.uri().path().to_string();
-                    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    let uid = review.pointer("/request/uid").cloned().unwrap_or(Value::Null);
-                    let (status, ct, text) = match path.as_str() {
+                let service = hyper::service::service_fn(
+                    |req: http::Request<hyper::body::Incoming>| async move {
+                        let path = req.uri().path().to_string();
+                        let body = req
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let uid = review
+                            .pointer("/request/uid")
+                            .cloned()
+                            .unwrap_or(Value::Null);
+                        let (status, ct, text) = match path.as_str() {
                         "/notjson" => (200, "application/json", "this is not json".to_string()),
                         "/wronguid" => (200, "application/json", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                             "response": {"uid": "not-the-uid", "allowed": true}}).to_string()),
@@ -541,13 +555,14 @@ async fn bad_webhook(dir: &Path) -> BadWebhook {
                         }
                         _ => (500, "text/plain", "boom".to_string()),
                     };
-                    let resp = http::Response::builder()
-                        .status(status)
-                        .header("content-type", ct)
-                        .body(Full::new(bytes::Bytes::from(text)))
-                        .unwrap();
-                    Ok::<_, std::convert::Infallible>(resp)
-                });
+                        let resp = http::Response::builder()
+                            .status(status)
+                            .header("content-type", ct)
+                            .body(Full::new(bytes::Bytes::from(text)))
+                            .unwrap();
+                        Ok::<_, std::convert::Infallible>(resp)
+                    },
+                );
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
                     .await;

@@ -27,6 +27,8 @@ pub(crate) enum Operation {
     Create,
     Update,
     Delete,
+    /// pods/exec, attach, portforward: admitted once the kubelet simulation serves them.
+    #[allow(dead_code)]
     Connect,
 }
 

@@ -863,7 +863,9 @@ impl ApiServer {
             )
             .with_options("CreateOptions", options_of(req)),
         );
-        let obj = self.admit_mutation(&t.def, obj, None, &mut adm, &mut wo).await?;
+        let obj = self
+            .admit_mutation(&t.def, obj, None, &mut adm, &mut wo)
+            .await?;
         let stored = self
             .create_object_admitted(
                 &t.def,
@@ -1170,7 +1172,10 @@ impl ApiServer {
         wo: &mut WriteOptions,
     ) -> Result<Value, ApiError> {
         let old = match self.storage.get(&def.storage_key(), ns, name) {
-            Some(cur) => self.present(def, &conversion::to_version(self, def, (*cur).clone()).await?),
+            Some(cur) => self.present(
+                def,
+                &conversion::to_version(self, def, (*cur).clone()).await?,
+            ),
             None if is_put && def.create_on_update && sub.is_none() => {
                 adm.attrs.operation = Operation::Create;
                 if let Some(o) = adm.attrs.options.as_mut() {
@@ -1213,7 +1218,8 @@ impl ApiServer {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(def, name));
             };
-            let plan = self.plan_update(def, ns, name, sub, &mut obj, wo, body_rv.as_deref(), cur)?;
+            let plan =
+                self.plan_update(def, ns, name, sub, &mut obj, wo, body_rv.as_deref(), cur)?;
             if plan.same {
                 result = Some((StatusCode::OK, (**cur).clone()));
                 return Ok(Mutation::Keep);
@@ -1542,8 +1548,10 @@ impl ApiServer {
                 )
                 .with_options("DeleteOptions", opts.admission_options()),
             );
-            match crate::http::delete::delete_obj_admitted(self, &t.def, &ns, &name, &opts, &mut adm)
-                .await
+            match crate::http::delete::delete_obj_admitted(
+                self, &t.def, &ns, &name, &opts, &mut adm,
+            )
+            .await
             {
                 Ok((_, v)) => deleted.push(self.present_item(&t.def, &v)),
                 Err(e) if e.code() == 404 => {}

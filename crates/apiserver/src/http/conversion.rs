@@ -133,7 +133,9 @@ pub(crate) async fn convert(
     };
     let got = resp.get("uid").and_then(Value::as_str).unwrap_or("");
     if got != uid {
-        return Err(failed(format!("expected response.uid=\"{uid}\", got \"{got}\"")));
+        return Err(failed(format!(
+            "expected response.uid=\"{uid}\", got \"{got}\""
+        )));
     }
     let result = resp.get("result").cloned().unwrap_or(Value::Null);
     let status = result.get("status").and_then(Value::as_str).unwrap_or("");

@@ -71,9 +71,9 @@ pub(crate) async fn patch(
     let key = t.def.storage_key();
     let current = match srv.storage.get(&key, &ns, name) {
         // The stored object in the request's version (a conversion webhook's work).
-        Some(c) if conversion::by_webhook(srv, &t.def) => {
-            Some(Arc::new(conversion::to_version(srv, &t.def, (*c).clone()).await?))
-        }
+        Some(c) if conversion::by_webhook(srv, &t.def) => Some(Arc::new(
+            conversion::to_version(srv, &t.def, (*c).clone()).await?,
+        )),
         c => c,
     };
     // A patch is admitted as an update (or, when an apply creates, as a create), with
@@ -181,7 +181,13 @@ pub(crate) async fn patch(
     let obj = check_body(&t.def, doc, t.namespace.as_deref(), Some(name))?;
     let obj = srv.normalize(&t.def, obj, &mut wo)?;
     let obj = srv
-        .admit_mutation(&t.def, obj, Some(srv.present(&t.def, &current)), &mut adm, &mut wo)
+        .admit_mutation(
+            &t.def,
+            obj,
+            Some(srv.present(&t.def, &current)),
+            &mut adm,
+            &mut wo,
+        )
         .await?;
     let (_, stored) = srv
         .update_object_admitted(&t.def, &ns, name, sub, obj, &wo, false, Some(&mut adm))
@@ -808,7 +814,13 @@ async fn apply(
     apply_merge(&mut next, &applied_body, ty, false);
     wo.apply = Some((applied_paths, force));
     let next = srv
-        .admit_mutation(&t.def, next, Some(srv.present(&t.def, &current)), adm, &mut wo)
+        .admit_mutation(
+            &t.def,
+            next,
+            Some(srv.present(&t.def, &current)),
+            adm,
+            &mut wo,
+        )
         .await?;
     let (_, stored) = srv
         .update_object_admitted(&t.def, &ns, name, sub, next, &wo, false, Some(adm))

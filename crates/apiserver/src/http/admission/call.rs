@@ -88,7 +88,10 @@ fn resolve(storage: &Storage, cc: &Value, secs: u64) -> Result<Endpoint, String>
             .authority()
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
-        let bare_host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let bare_host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         let shown_path = if uri.path().is_empty() { "" } else { path };
         return Ok(Endpoint {
             shown: format!("https://{authority}{shown_path}?{query}"),
@@ -110,7 +113,11 @@ fn resolve(storage: &Storage, cc: &Value, secs: u64) -> Result<Endpoint, String>
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(443);
     let host = format!("{name}.{ns}.svc");
-    let path = if path.is_empty() { "/".to_string() } else { path };
+    let path = if path.is_empty() {
+        "/".to_string()
+    } else {
+        path
+    };
     let query = format!("timeout={secs}s");
     let shown = format!("https://{host}:{port}{path}?{query}");
     let fail = |why: String| format!("Post \"{shown}\": {why}");
@@ -325,8 +332,9 @@ fn status_error(code: u16, body: &[u8], text_plain: bool) -> String {
         401 => "the server has asked for the client to provide credentials".into(),
         403 => server_message,
         405 => "the server does not allow this method on the requested resource".into(),
-        406 => "the server was unable to respond with a content type that the client supports"
-            .into(),
+        406 => {
+            "the server was unable to respond with a content type that the client supports".into()
+        }
         415 => "the server was unable to handle the media type of the request".into(),
         422 => "the server rejected our request due to an error in our request".into(),
         429 => {

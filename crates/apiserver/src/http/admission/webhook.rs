@@ -445,7 +445,11 @@ async fn call_hook(
     let raw = call::post(&srv.storage, &hook.client_config, body, hook.timeout)
         .await
         .map_err(|e| Ok(CallError(format!("failed to call webhook: {e}"))))?;
-    let invalid = |why: String| Ok(CallError(format!("received invalid webhook response: {why}")));
+    let invalid = |why: String| {
+        Ok(CallError(format!(
+            "received invalid webhook response: {why}"
+        )))
+    };
     let answer: Value = serde_json::from_slice(&raw).map_err(|e| {
         Ok(CallError(format!(
             "failed to call webhook: couldn't get version/kind; json parse error: {}",
@@ -483,7 +487,9 @@ async fn call_hook(
     let patch_type = resp.get("patchType").and_then(Value::as_str);
     if patch.is_some() {
         if !mutating {
-            return Err(invalid("validating webhook may not return response.patch".into()));
+            return Err(invalid(
+                "validating webhook may not return response.patch".into(),
+            ));
         }
         match patch_type {
             None => {
@@ -501,7 +507,10 @@ async fn call_hook(
     }
     Ok((
         Answer {
-            allowed: resp.get("allowed").and_then(Value::as_bool).unwrap_or(false),
+            allowed: resp
+                .get("allowed")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             status: resp.get("status").cloned(),
             patch,
             warnings: strings(resp.get("warnings")),
