@@ -27,7 +27,7 @@ pub(crate) enum Operation {
     Create,
     Update,
     Delete,
-    /// pods/exec, attach, portforward: admitted once the kubelet simulation serves them.
+    /// pods/exec, attach, portforward: not admitted yet (see docs/webhooks.md).
     #[allow(dead_code)]
     Connect,
 }
