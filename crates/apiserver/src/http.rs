@@ -1,8 +1,8 @@
 //! HTTP plumbing: request view, content negotiation, response builders.
 
-#[allow(dead_code)] // wired into the write path by the admission work (issue 14)
 pub(crate) mod admission;
 pub(crate) mod api;
+pub(crate) mod conversion;
 pub(crate) mod delete;
 pub(crate) mod discovery;
 pub(crate) mod extra;

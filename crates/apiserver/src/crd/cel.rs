@@ -898,3 +898,24 @@ mod parse_limits;
 
 #[cfg(test)]
 mod tests;
+
+/// Evaluates the expression `src` with `vars` bound to JSON values (admission webhooks'
+/// `matchConditions` over `object`, `oldObject` and `request`): the result, or the
+/// compile or evaluation error. Never panics.
+pub(crate) fn evaluate(src: &str, vars: &[(&str, &Value)]) -> Result<cel::Value, String> {
+    on_rule_stack(|| {
+        let expr = compile(src)?;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut ctx = cel::Context::with_env(Arc::clone(env()));
+            for (name, v) in vars {
+                ctx.add_variable_from_value(*name, to_cel(v, None));
+            }
+            cel::Value::resolve(&expr, &ctx)
+        }));
+        match result {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("internal error".into()),
+        }
+    })
+}

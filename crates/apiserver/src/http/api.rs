@@ -1,11 +1,14 @@
 //! The API server core: routing and the resource verbs.
 
 use crate::error::ApiError;
+use crate::http::admission::{self, Admission, Attributes, Operation};
+use crate::http::conversion;
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::fields;
 use crate::registry::meta::{self, meta_mut, meta_str, partial_meta};
 use crate::registry::{Registry, ResourceDef};
 use crate::storage::{Mutation, Storage};
+use futures::FutureExt as _;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::{Arc, RwLock};
@@ -314,20 +317,22 @@ impl ApiServer {
             (&http::Method::GET, Some(_), None) if t.legacy_watch || req.watch_param() => {
                 return crate::http::watch::serve_watch(self.clone(), req, t).await;
             }
-            (&http::Method::GET, None, None) => self.list(&req, &t),
+            (&http::Method::GET, None, None) => self.list(&req, &t).await,
             (&http::Method::GET | &http::Method::HEAD, Some(name), sub) => {
-                self.get(&req, &t, name, sub.as_deref())
+                self.get(&req, &t, name, sub.as_deref()).await
             }
-            (&http::Method::POST, None, None) => self.create(&req, &t),
+            (&http::Method::POST, None, None) => self.create(&req, &t).await,
             (&http::Method::POST, Some(_), Some(_)) => {
                 crate::http::extra::create_subresource(self, &req, &t)
             }
-            (&http::Method::PUT, Some(name), sub) => self.update(&req, &t, name, sub.as_deref()),
-            (&http::Method::PATCH, Some(name), sub) => {
-                crate::http::patch::patch(self, &req, &t, name, sub.as_deref())
+            (&http::Method::PUT, Some(name), sub) => {
+                self.update(&req, &t, name, sub.as_deref()).await
             }
-            (&http::Method::DELETE, Some(name), None) => self.delete(&req, &t, name),
-            (&http::Method::DELETE, None, None) => self.delete_collection(&req, &t),
+            (&http::Method::PATCH, Some(name), sub) => {
+                crate::http::patch::patch(self, &req, &t, name, sub.as_deref()).await
+            }
+            (&http::Method::DELETE, Some(name), None) => self.delete(&req, &t, name).await,
+            (&http::Method::DELETE, None, None) => self.delete_collection(&req, &t).await,
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource".to_string(),
             )),
@@ -396,7 +401,7 @@ impl ApiServer {
         }
     }
 
-    fn get(
+    async fn get(
         &self,
         req: &Req,
         t: &Target,
@@ -416,6 +421,7 @@ impl ApiServer {
                 &format,
             ));
         }
+        let obj = conversion::to_version(self, &t.def, (*obj).clone()).await?;
         let obj = self.present(&t.def, &obj);
         Ok(self.render_one(&t.def, obj, &format, req))
     }
@@ -546,7 +552,7 @@ impl ApiServer {
         })
     }
 
-    fn list(&self, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
+    async fn list(&self, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
         let format = h::negotiate(req, true)?;
         if req.q("sendInitialEvents").is_some() {
             return Err(ApiError::invalid_msg(
@@ -614,6 +620,14 @@ impl ApiServer {
                 break;
             }
             selected.push(obj);
+        }
+        if conversion::by_webhook(self, &t.def) {
+            let objects = selected.iter().map(|o| (**o).clone()).collect();
+            selected = conversion::list_to_version(self, &t.def, objects)
+                .await?
+                .into_iter()
+                .map(Arc::new)
+                .collect();
         }
         let mut list_meta = json!({"resourceVersion": list_rv.to_string()});
         if let Some(tok) = &next_token {
@@ -810,7 +824,7 @@ impl ApiServer {
         Ok(())
     }
 
-    fn create(self: &Arc<Self>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
+    async fn create(self: &Arc<Self>, req: &Req, t: &Target) -> Result<Response<Body>, ApiError> {
         if !t.def.verbs.contains(&"create") {
             return Err(ApiError::method_not_allowed(
                 "create is not supported on this resource",
@@ -837,7 +851,33 @@ impl ApiServer {
             meta_mut(&mut obj).insert("namespace".into(), Value::String(ns.clone()));
         }
         self.check_namespace(&t.def, &ns, &name)?;
-        let stored = self.create_object(&t.def, &ns, obj, &wo.field_manager, wo.dry_run)?;
+        let mut adm = Admission::new(
+            Attributes::new(
+                Operation::Create,
+                &t.def,
+                None,
+                &ns,
+                &name,
+                &req.user,
+                wo.dry_run,
+            )
+            .with_options("CreateOptions", options_of(req)),
+        );
+        let obj = self
+            .admit_mutation(&t.def, obj, None, &mut adm, &mut wo)
+            .await?;
+        let stored = self
+            .create_object_admitted(
+                &t.def,
+                &ns,
+                obj,
+                &wo.field_manager,
+                wo.dry_run,
+                "Update",
+                Some(&mut adm),
+            )
+            .await?;
+        wo.warnings.append(&mut adm.warnings);
         let mut resp = h::encode(
             StatusCode::CREATED,
             &self.present(&t.def, &stored),
@@ -861,7 +901,57 @@ impl ApiServer {
     }
 
     /// Like `create_object`, recording `operation` (`Update` or `Apply`) in managedFields.
+    /// Without admission (the server's own writes).
     pub(crate) fn create_object_as(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        obj: Value,
+        manager: &str,
+        dry_run: bool,
+        operation: &str,
+    ) -> Result<Value, ApiError> {
+        // Without admission nothing awaits (unless a conversion webhook would be needed,
+        // which the server's own writes never need).
+        self.create_object_admitted(def, ns, obj, manager, dry_run, operation, None)
+            .now_or_never()
+            .unwrap_or_else(|| {
+                Err(ApiError::internal(
+                    "a write that needs a conversion webhook went through the synchronous path",
+                ))
+            })
+    }
+
+    /// Mutating admission of a write: the mutating webhooks over `obj` (`old`: the
+    /// current object of an update). An object a webhook changed is decoded again, as
+    /// kube-apiserver decodes the patched object (unknown fields dropped, custom resources
+    /// pruned).
+    pub(crate) async fn admit_mutation(
+        &self,
+        def: &ResourceDef,
+        obj: Value,
+        old: Option<Value>,
+        adm: &mut Admission,
+        wo: &mut WriteOptions,
+    ) -> Result<Value, ApiError> {
+        adm.attrs.object = Some(obj);
+        adm.attrs.old_object = old;
+        let changed = admission::mutate(self, adm).await?;
+        let obj = adm.attrs.object.take().unwrap_or(Value::Null);
+        adm.attrs.old_object = None;
+        if !changed {
+            return Ok(obj);
+        }
+        let saved = std::mem::replace(&mut wo.validation, "Ignore".into());
+        let result = self.normalize(def, obj, wo);
+        wo.validation = saved;
+        result
+    }
+
+    /// The create path: server-set metadata, defaults, the kind's preparation and
+    /// validation, then validating admission (`adm`) and storage (in the storage version).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn create_object_admitted(
         &self,
         def: &ResourceDef,
         ns: &str,
@@ -869,6 +959,7 @@ impl ApiServer {
         manager: &str,
         dry_run: bool,
         operation: &str,
+        mut adm: Option<&mut Admission>,
     ) -> Result<Value, ApiError> {
         let generate = meta_str(&obj, "generateName").map(str::to_string);
         let given = meta_str(&obj, "name")
@@ -974,6 +1065,13 @@ impl ApiServer {
                 strategy.canonicalize(&mut obj);
             }
             crate::http::limits::validate_sizes(def, &obj)?;
+            if let Some(adm) = adm.as_deref_mut() {
+                adm.attrs.name = name.clone();
+                adm.attrs.object = Some(obj.clone());
+                adm.attrs.old_object = None;
+                admission::validate(self, adm).await?;
+                adm.attrs.object = None;
+            }
             if dry_run {
                 if let Some(existing) = self.storage.get(&def.storage_key(), ns, &name) {
                     return Err(exists_error(def, &name, &existing));
@@ -981,7 +1079,7 @@ impl ApiServer {
                 return Ok(obj);
             }
             crate::http::limits::check_stored_size(def, &obj, &self.options.limits)?;
-            let candidate = obj.clone();
+            let candidate = conversion::to_storage(self, def, obj.clone()).await?;
             let res = self
                 .storage
                 .mutate(&def.storage_key(), ns, &name, |cur, _| match cur {
@@ -989,7 +1087,9 @@ impl ApiServer {
                     None => Ok(Mutation::Put(candidate)),
                 });
             match res {
-                Ok((Some(stored), _)) => return Ok((*stored).clone()),
+                Ok((Some(stored), _)) => {
+                    return conversion::to_version(self, def, (*stored).clone()).await;
+                }
                 Ok((None, _)) => return Err(ApiError::internal("object vanished during create")),
                 // Only a taken name is retried with another one (not a storage failure).
                 Err(e) if e.0.reason != "AlreadyExists" => return Err(e),
@@ -1012,7 +1112,7 @@ impl ApiServer {
         Err(ApiError::internal("name generation failed"))
     }
 
-    fn update(
+    async fn update(
         self: &Arc<Self>,
         req: &Req,
         t: &Target,
@@ -1027,7 +1127,25 @@ impl ApiServer {
         }
         let obj = check_body(&t.def, body, t.namespace.as_deref(), Some(name))?;
         let obj = self.normalize(&t.def, obj, &mut wo)?;
-        let (status, stored) = self.update_object(&t.def, t.ns(), name, sub, obj, &wo, true)?;
+        let mut adm = Admission::new(
+            Attributes::new(
+                Operation::Update,
+                &t.def,
+                sub,
+                t.ns(),
+                name,
+                &req.user,
+                wo.dry_run,
+            )
+            .with_options("UpdateOptions", options_of(req)),
+        );
+        let obj = self
+            .admit_update_mutation(&t.def, t.ns(), name, sub, obj, true, &mut adm, &mut wo)
+            .await?;
+        let (status, stored) = self
+            .update_object_admitted(&t.def, t.ns(), name, sub, obj, &wo, true, Some(&mut adm))
+            .await?;
+        wo.warnings.append(&mut adm.warnings);
         let mut resp = h::encode(
             status,
             &self.present(&t.def, &stored),
@@ -1038,8 +1156,41 @@ impl ApiServer {
         Ok(resp)
     }
 
-    /// The update path shared by PUT and PATCH. `require_rv` is false for patches (a
-    /// missing resourceVersion means "latest").
+    /// Mutating admission of an update (PUT or patch) of `name`: the current object is the
+    /// `oldObject`; a PUT that creates the object is admitted as a create, and an update of
+    /// a missing object is not admitted (it fails with 404).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn admit_update_mutation(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        sub: Option<&str>,
+        obj: Value,
+        is_put: bool,
+        adm: &mut Admission,
+        wo: &mut WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let old = match self.storage.get(&def.storage_key(), ns, name) {
+            Some(cur) => self.present(
+                def,
+                &conversion::to_version(self, def, (*cur).clone()).await?,
+            ),
+            None if is_put && def.create_on_update && sub.is_none() => {
+                adm.attrs.operation = Operation::Create;
+                if let Some(o) = adm.attrs.options.as_mut() {
+                    o["kind"] = json!("CreateOptions");
+                }
+                return self.admit_mutation(def, obj, None, adm, wo).await;
+            }
+            None => return Ok(obj),
+        };
+        self.admit_mutation(def, obj, Some(old), adm, wo).await
+    }
+
+    /// The update path shared by PUT and PATCH, without admission (the server's own
+    /// writes). `is_put`: a missing resourceVersion is refused for custom resources (for
+    /// patches it means "latest").
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn update_object(
         &self,
@@ -1061,7 +1212,144 @@ impl ApiServer {
             }
             return Err(ApiError::not_found(def, name));
         }
-        let body_rv = meta_str(&obj, "resourceVersion")
+        let body_rv = self.update_rv(def, name, &obj, is_put)?;
+        let mut result: Option<(StatusCode, Value)> = None;
+        let outcome = self.storage.mutate(&key, ns, name, |cur, _next| {
+            let Some(cur) = cur else {
+                return Err(ApiError::not_found(def, name));
+            };
+            let plan =
+                self.plan_update(def, ns, name, sub, &mut obj, wo, body_rv.as_deref(), cur)?;
+            if plan.same {
+                result = Some((StatusCode::OK, (**cur).clone()));
+                return Ok(Mutation::Keep);
+            }
+            if wo.dry_run {
+                result = Some((StatusCode::OK, plan.next));
+                return Ok(Mutation::Keep);
+            }
+            if plan.delete {
+                result = Some((StatusCode::OK, plan.next));
+                return Ok(Mutation::Delete);
+            }
+            crate::http::limits::check_stored_size(def, &plan.next, &self.options.limits)?;
+            Ok(Mutation::Put(plan.next))
+        })?;
+        match outcome {
+            (Some(stored), Some(_)) => Ok((StatusCode::OK, (*stored).clone())),
+            _ => result.ok_or_else(|| ApiError::internal("update produced no result")),
+        }
+    }
+
+    /// The update path of client requests: like [`Self::update_object`], with validating
+    /// admission of the prepared object and conversion to and from the storage version.
+    /// As kube-apiserver's `GuaranteedUpdate`, the object is prepared from a snapshot of
+    /// the stored one and written only if that is still current; otherwise it is prepared
+    /// (and admitted) again.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn update_object_admitted(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        sub: Option<&str>,
+        obj: Value,
+        wo: &WriteOptions,
+        is_put: bool,
+        mut adm: Option<&mut Admission>,
+    ) -> Result<(StatusCode, Value), ApiError> {
+        meta::validate_meta(def, &obj)?;
+        let key = def.storage_key();
+        if self.storage.get(&key, ns, name).is_none() {
+            if is_put && def.create_on_update && sub.is_none() {
+                self.check_namespace(def, ns, name)?;
+                let stored = self
+                    .create_object_admitted(
+                        def,
+                        ns,
+                        obj,
+                        &wo.field_manager,
+                        wo.dry_run,
+                        "Update",
+                        adm,
+                    )
+                    .await?;
+                return Ok((StatusCode::CREATED, stored));
+            }
+            return Err(ApiError::not_found(def, name));
+        }
+        let body_rv = self.update_rv(def, name, &obj, is_put)?;
+        loop {
+            let Some(cur) = self.storage.get(&key, ns, name) else {
+                return Err(ApiError::not_found(def, name));
+            };
+            let current = conversion::to_version(self, def, (*cur).clone()).await?;
+            let mut incoming = obj.clone();
+            let plan = self.plan_update(
+                def,
+                ns,
+                name,
+                sub,
+                &mut incoming,
+                wo,
+                body_rv.as_deref(),
+                &current,
+            )?;
+            if let Some(adm) = adm.as_deref_mut() {
+                adm.attrs.object = Some(plan.next.clone());
+                adm.attrs.old_object = Some(self.present(def, &current));
+                admission::validate(self, adm).await?;
+                adm.attrs.object = None;
+                adm.attrs.old_object = None;
+            }
+            if plan.same {
+                return Ok((StatusCode::OK, current));
+            }
+            if wo.dry_run {
+                return Ok((StatusCode::OK, plan.next));
+            }
+            let to_store = conversion::to_storage(self, def, plan.next.clone()).await?;
+            if !plan.delete {
+                crate::http::limits::check_stored_size(def, &to_store, &self.options.limits)?;
+            }
+            let snapshot_rv = meta_str(&cur, "resourceVersion").map(str::to_string);
+            let mut raced = false;
+            let outcome = self.storage.mutate(&key, ns, name, |c, _| {
+                let Some(c) = c else {
+                    return Err(ApiError::not_found(def, name));
+                };
+                if meta_str(c, "resourceVersion").map(str::to_string) != snapshot_rv {
+                    raced = true;
+                    return Err(ApiError::internal("the object changed during admission"));
+                }
+                Ok(if plan.delete {
+                    Mutation::Delete
+                } else {
+                    Mutation::Put(to_store)
+                })
+            });
+            match outcome {
+                Err(_) if raced => continue,
+                Err(e) => return Err(e),
+                Ok((Some(stored), Some(_))) if !plan.delete => {
+                    let stored = conversion::to_version(self, def, (*stored).clone()).await?;
+                    return Ok((StatusCode::OK, stored));
+                }
+                Ok(_) => return Ok((StatusCode::OK, plan.next)),
+            }
+        }
+    }
+
+    /// The resourceVersion an update is conditional on (a PUT of a custom resource must
+    /// name one).
+    fn update_rv(
+        &self,
+        def: &ResourceDef,
+        name: &str,
+        obj: &Value,
+        is_put: bool,
+    ) -> Result<Option<String>, ApiError> {
+        let body_rv = meta_str(obj, "resourceVersion")
             .filter(|s| !s.is_empty())
             .map(str::to_string);
         if is_put && body_rv.is_none() && !def.builtin {
@@ -1073,151 +1361,162 @@ impl ApiServer {
                 "0x0: must be specified for an update",
             ));
         }
-        let mut result: Option<(StatusCode, Value)> = None;
-        let outcome = self.storage.mutate(&key, ns, name, |cur, _next| {
-            let Some(cur) = cur else {
-                return Err(ApiError::not_found(def, name));
-            };
-            if let Some(rv) = &body_rv
-                && meta_str(cur, "resourceVersion") != Some(rv.as_str())
-            {
-                return Err(ApiError::optimistic_lock(def, name));
-            }
-            if let Some(uid) = meta_str(&obj, "uid").filter(|u| !u.is_empty())
-                && Some(uid) != meta_str(cur, "uid")
-            {
-                // As etcd3's storage reports a failed uid precondition.
-                return Err(ApiError::conflict(
-                    def,
-                    name,
-                    &format!(
-                        "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        storage_key_text(def, ns, name),
-                        meta_str(cur, "uid").unwrap_or("")
-                    ),
-                ));
-            }
-            let mut next = merge_for_write(def, cur, &mut obj, sub);
-            let ty = crate::registry::schema::for_resource(def, None);
-            let strategy = crate::registry::strategy::for_def(def);
-            if sub != Some("status") {
-                strategy.default(def, &mut next);
-            }
-            crate::registry::schema::default_keys(&mut next, ty);
-            if def.crd.is_none() {
-                crate::registry::schema::fill_struct_fields(&mut next, ty);
-            }
-            if let Some(crd) = &def.crd {
-                crd.validate_rules(def, &next, Some(cur), &def.version)?;
-            }
-            // Finalizers may not be added while deleting.
-            if cur.pointer("/metadata/deletionTimestamp").is_some() {
-                let old: Vec<&Value> = cur
-                    .pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().collect())
-                    .unwrap_or_default();
-                let added: Vec<String> = next
-                    .pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter(|f| !old.contains(f))
-                            .map(|f| crate::error::go_quote(f.as_str().unwrap_or_default()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if !added.is_empty() {
-                    // kube-apiserver validates the metadata update twice (the generic and
-                    // the kind's checks): the same cause twice, once in the message.
-                    let cause = kubewright_core::StatusCause {
-                        reason: "FieldValueForbidden".into(),
-                        message: format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                            added.join(", ")
-                        ),
-                        field: "metadata.finalizers".into(),
-                    };
-                    return Err(ApiError::invalid(def, name, vec![cause.clone(), cause]));
-                }
-            }
-            strategy.prepare_for_update(def, cur, &mut next, sub);
-            match &wo.apply {
-                Some((paths, force)) => {
-                    meta::record_managed(
-                        &mut next,
-                        &wo.field_manager,
-                        "Apply",
-                        &def.api_version(),
-                        sub,
-                        paths.clone(),
-                        &Default::default(),
-                        *force,
-                    );
-                }
-                None => {
-                    let mut changed = fields::compare(cur, &next, ty);
-                    // The fields the write may set: a subresource's, or the main resource's.
-                    if sub == Some("status") {
-                        changed.retain_root("status", true);
-                    } else if def.has_status {
-                        changed.retain_root("status", false);
-                    }
-                    meta::record_update(
-                        &mut next,
-                        &wo.field_manager,
-                        &def.api_version(),
-                        sub,
-                        &changed,
-                    );
-                }
-            }
-            crate::http::limits::validate_sizes(def, &next)?;
-            if meta::semantically_equal(cur, &next) {
-                result = Some((StatusCode::OK, (**cur).clone()));
-                return Ok(Mutation::Keep);
-            }
-            if wo.dry_run {
-                result = Some((StatusCode::OK, next));
-                return Ok(Mutation::Keep);
-            }
-            let finalizers_empty = next
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_none_or(|a| a.is_empty());
-            if next.pointer("/metadata/deletionTimestamp").is_some() && finalizers_empty {
-                result = Some((StatusCode::OK, next));
-                return Ok(Mutation::Delete);
-            }
-            crate::http::limits::check_stored_size(def, &next, &self.options.limits)?;
-            Ok(Mutation::Put(next))
-        })?;
-        match outcome {
-            (Some(stored), Some(_)) => Ok((StatusCode::OK, (*stored).clone())),
-            _ => result.ok_or_else(|| ApiError::internal("update produced no result")),
-        }
+        Ok(body_rv)
     }
 
-    fn delete(
+    /// The object an update makes of `cur`: preconditions, the merge with the stored
+    /// object, defaults, validation, the kind's preparation and managedFields.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_update(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        sub: Option<&str>,
+        obj: &mut Value,
+        wo: &WriteOptions,
+        body_rv: Option<&str>,
+        cur: &Value,
+    ) -> Result<UpdatePlan, ApiError> {
+        if let Some(rv) = body_rv
+            && meta_str(cur, "resourceVersion") != Some(rv)
+        {
+            return Err(ApiError::optimistic_lock(def, name));
+        }
+        if let Some(uid) = meta_str(obj, "uid").filter(|u| !u.is_empty())
+            && Some(uid) != meta_str(cur, "uid")
+        {
+            // As etcd3's storage reports a failed uid precondition.
+            return Err(ApiError::conflict(
+                def,
+                name,
+                &format!(
+                    "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    storage_key_text(def, ns, name),
+                    meta_str(cur, "uid").unwrap_or("")
+                ),
+            ));
+        }
+        let mut next = merge_for_write(def, cur, obj, sub);
+        let ty = crate::registry::schema::for_resource(def, None);
+        let strategy = crate::registry::strategy::for_def(def);
+        if sub != Some("status") {
+            strategy.default(def, &mut next);
+        }
+        crate::registry::schema::default_keys(&mut next, ty);
+        if def.crd.is_none() {
+            crate::registry::schema::fill_struct_fields(&mut next, ty);
+        }
+        if let Some(crd) = &def.crd {
+            crd.validate_rules(def, &next, Some(cur), &def.version)?;
+        }
+        // Finalizers may not be added while deleting.
+        if cur.pointer("/metadata/deletionTimestamp").is_some() {
+            let old: Vec<&Value> = cur
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().collect())
+                .unwrap_or_default();
+            let added: Vec<String> = next
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter(|f| !old.contains(f))
+                        .map(|f| crate::error::go_quote(f.as_str().unwrap_or_default()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !added.is_empty() {
+                // kube-apiserver validates the metadata update twice (the generic and
+                // the kind's checks): the same cause twice, once in the message.
+                let cause = kubewright_core::StatusCause {
+                    reason: "FieldValueForbidden".into(),
+                    message: format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        added.join(", ")
+                    ),
+                    field: "metadata.finalizers".into(),
+                };
+                return Err(ApiError::invalid(def, name, vec![cause.clone(), cause]));
+            }
+        }
+        strategy.prepare_for_update(def, cur, &mut next, sub);
+        match &wo.apply {
+            Some((paths, force)) => {
+                meta::record_managed(
+                    &mut next,
+                    &wo.field_manager,
+                    "Apply",
+                    &def.api_version(),
+                    sub,
+                    paths.clone(),
+                    &Default::default(),
+                    *force,
+                );
+            }
+            None => {
+                let mut changed = fields::compare(cur, &next, ty);
+                // The fields the write may set: a subresource's, or the main resource's.
+                if sub == Some("status") {
+                    changed.retain_root("status", true);
+                } else if def.has_status {
+                    changed.retain_root("status", false);
+                }
+                meta::record_update(
+                    &mut next,
+                    &wo.field_manager,
+                    &def.api_version(),
+                    sub,
+                    &changed,
+                );
+            }
+        }
+        crate::http::limits::validate_sizes(def, &next)?;
+        let same = meta::semantically_equal(cur, &next);
+        let finalizers_empty = next
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(|a| a.is_empty());
+        let delete = next.pointer("/metadata/deletionTimestamp").is_some() && finalizers_empty;
+        Ok(UpdatePlan { next, same, delete })
+    }
+
+    async fn delete(
         self: &Arc<Self>,
         req: &Req,
         t: &Target,
         name: &str,
     ) -> Result<Response<Body>, ApiError> {
         let opts = crate::http::delete::DeleteOptions::parse(req)?;
-        let r = crate::http::delete::delete_one(
+        let mut adm = Admission::new(
+            Attributes::new(
+                Operation::Delete,
+                &t.def,
+                None,
+                t.ns(),
+                name,
+                &req.user,
+                opts.dry_run,
+            )
+            .with_options("DeleteOptions", opts.admission_options()),
+        );
+        let mut r = crate::http::delete::delete_one(
             self,
             &t.def,
             t.ns(),
             name,
             &opts,
             &h::object_format(req),
-        )?;
+            &mut adm,
+        )
+        .await?;
+        add_warnings(&mut r, &adm.warnings);
         self.kick.notify_one();
         Ok(r)
     }
 
-    fn delete_collection(
+    async fn delete_collection(
         self: &Arc<Self>,
         req: &Req,
         t: &Target,
@@ -1229,24 +1528,45 @@ impl ApiServer {
             .storage
             .list(&t.def.storage_key(), t.namespace.as_deref());
         let mut deleted = Vec::new();
+        let mut warnings = Vec::new();
         for obj in items {
             if !crate::registry::filter::matches(&t.def, &obj, &lo.labels, &lo.fields) {
                 continue;
             }
             let ns = meta_str(&obj, "namespace").unwrap_or("").to_string();
             let name = meta_str(&obj, "name").unwrap_or("").to_string();
-            match crate::http::delete::delete_obj(self, &t.def, &ns, &name, &opts) {
+            // Each item is admitted as a delete of its own.
+            let mut adm = Admission::new(
+                Attributes::new(
+                    Operation::Delete,
+                    &t.def,
+                    None,
+                    &ns,
+                    &name,
+                    &req.user,
+                    opts.dry_run,
+                )
+                .with_options("DeleteOptions", opts.admission_options()),
+            );
+            match crate::http::delete::delete_obj_admitted(
+                self, &t.def, &ns, &name, &opts, &mut adm,
+            )
+            .await
+            {
                 Ok((_, v)) => deleted.push(self.present_item(&t.def, &v)),
                 Err(e) if e.code() == 404 => {}
                 Err(e) => return Err(e),
             }
+            warnings.append(&mut adm.warnings);
         }
         self.kick.notify_one();
-        Ok(h::encode(
+        let mut resp = h::encode(
             StatusCode::OK,
             &json!({"kind": t.def.list_kind(), "apiVersion": t.def.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": deleted}),
             &h::object_format(req),
-        ))
+        );
+        add_warnings(&mut resp, &warnings);
+        Ok(resp)
     }
 }
 
@@ -1267,6 +1587,28 @@ pub struct WriteOptions {
     pub user: crate::auth::rbac::UserInfo,
     /// The namespace of the request path ("" at cluster scope).
     pub namespace: String,
+}
+
+/// What an update makes of the stored object.
+pub(crate) struct UpdatePlan {
+    /// The object to store.
+    next: Value,
+    /// Semantically the stored object: nothing to write.
+    same: bool,
+    /// Deleting, and no finalizer left: the object goes.
+    delete: bool,
+}
+
+/// The options a client sent with a write, as admission passes them on (`fieldManager`,
+/// `fieldValidation`; the kind and `dryRun` are added by `Attributes::with_options`).
+pub(crate) fn options_of(req: &Req) -> Value {
+    let mut o = serde_json::Map::new();
+    for k in ["fieldManager", "fieldValidation"] {
+        if let Some(v) = req.q(k).filter(|v| !v.is_empty()) {
+            o.insert(k.into(), json!(v));
+        }
+    }
+    Value::Object(o)
 }
 
 /// Parsed list options.

@@ -1,7 +1,9 @@
 //! DELETE: options, preconditions, finalizers, propagation and response shapes.
 
 use crate::error::ApiError;
+use crate::http::admission::{self, Admission};
 use crate::http::api::ApiServer;
+use crate::http::conversion;
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::ResourceDef;
 use crate::registry::meta::{self, meta_mut, meta_str};
@@ -25,7 +27,13 @@ pub struct DeleteOptions {
     pub uid: Option<String>,
     /// Precondition on resourceVersion.
     pub resource_version: Option<String>,
+    /// The resourceVersion admission saw: a delete of a newer object is prepared and
+    /// admitted again.
+    pub(crate) admitted_rv: Option<String>,
 }
+
+/// The reason of the internal error that tells a delete to start over.
+const RACED: &str = "kubewright:AdmissionRaced";
 
 impl DeleteOptions {
     /// Reads options from a non-empty JSON body, else from the query.
@@ -99,6 +107,29 @@ impl DeleteOptions {
         o.finish(orphan)
     }
 
+    /// The DeleteOptions admission passes on (`kind`, `apiVersion` and `dryRun` are added
+    /// by `Attributes::with_options`).
+    pub(crate) fn admission_options(&self) -> Value {
+        let mut o = serde_json::Map::new();
+        if let Some(g) = self.grace_period {
+            o.insert("gracePeriodSeconds".into(), json!(g));
+        }
+        if let Some(p) = &self.propagation {
+            o.insert("propagationPolicy".into(), json!(p));
+        }
+        let mut pre = serde_json::Map::new();
+        if let Some(uid) = &self.uid {
+            pre.insert("uid".into(), json!(uid));
+        }
+        if let Some(rv) = &self.resource_version {
+            pre.insert("resourceVersion".into(), json!(rv));
+        }
+        if !pre.is_empty() {
+            o.insert("preconditions".into(), Value::Object(pre));
+        }
+        Value::Object(o)
+    }
+
     /// Validates the options and folds `orphanDependents` into the propagation policy.
     fn finish(mut self, orphan: Option<bool>) -> Result<Self, ApiError> {
         let o = &mut self;
@@ -123,16 +154,17 @@ impl DeleteOptions {
     }
 }
 
-/// Deletes one object and shapes the response as the real server does.
-pub fn delete_one(
+/// Deletes one object, admitted by `adm`, and shapes the response as the real server does.
+pub(crate) async fn delete_one(
     srv: &Arc<ApiServer>,
     def: &ResourceDef,
     ns: &str,
     name: &str,
     o: &DeleteOptions,
     format: &Format,
+    adm: &mut Admission,
 ) -> Result<Response<Body>, ApiError> {
-    let (removed, obj) = delete_obj(srv, def, ns, name, o)?;
+    let (removed, obj) = delete_obj_admitted(srv, def, ns, name, o, adm).await?;
     let obj = srv.present(def, &obj);
     if !removed || def.delete_returns_object {
         return Ok(h::encode(StatusCode::OK, &obj, format));
@@ -164,7 +196,41 @@ fn precondition_failed(def: &ResourceDef, name: &str, why: String) -> ApiError {
     e
 }
 
-/// Deletes or marks for deletion. Returns whether the object is gone and its last state.
+/// A delete of a client request: the current object is admitted (mutating webhooks, which
+/// may only deny, then validating admission; both see it as `oldObject`), then deleted
+/// if it did not change in the meantime (else admitted again).
+pub(crate) async fn delete_obj_admitted(
+    srv: &Arc<ApiServer>,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    o: &DeleteOptions,
+    adm: &mut Admission,
+) -> Result<(bool, Value), ApiError> {
+    loop {
+        let Some(cur) = srv.storage.get(&def.storage_key(), ns, name) else {
+            return Err(ApiError::not_found(def, name));
+        };
+        let current = conversion::to_version(srv, def, (*cur).clone()).await?;
+        adm.attrs.object = None;
+        adm.attrs.old_object = Some(srv.present(def, &current));
+        admission::mutate(srv, adm).await?;
+        admission::validate(srv, adm).await?;
+        adm.attrs.old_object = None;
+        let mut admitted = o.clone();
+        admitted.admitted_rv = meta_str(&cur, "resourceVersion").map(str::to_string);
+        match delete_obj(srv, def, ns, name, &admitted) {
+            Err(e) if e.0.reason == RACED => continue,
+            Err(e) => return Err(e),
+            Ok((removed, obj)) => {
+                return Ok((removed, conversion::to_version(srv, def, obj).await?));
+            }
+        }
+    }
+}
+
+/// Deletes or marks for deletion, without admission (the server's own deletes). Returns
+/// whether the object is gone and its last state.
 pub fn delete_obj(
     srv: &Arc<ApiServer>,
     def: &ResourceDef,
@@ -176,6 +242,9 @@ pub fn delete_obj(
     let mut out: Option<(bool, Value)> = None;
     let (stored, _) = srv.storage.mutate(&def.storage_key(), ns, name, |cur, _| {
         let Some(cur) = cur else { return Err(ApiError::not_found(def, name)) };
+        if o.admitted_rv.is_some() && meta_str(cur, "resourceVersion") != o.admitted_rv.as_deref() {
+            return Err(ApiError::new(500, RACED, "the object changed during admission"));
+        }
         if let Some(uid) = &o.uid
             && meta_str(cur, "uid") != Some(uid.as_str()) {
                 return Err(precondition_failed(def, name, format!(

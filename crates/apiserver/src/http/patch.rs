@@ -1,7 +1,9 @@
 //! PATCH: JSON Patch, JSON merge patch, strategic merge patch and server-side apply.
 
 use crate::error::ApiError;
+use crate::http::admission::{Admission, Attributes, Operation};
 use crate::http::api::{ApiServer, Target, add_warnings, check_body};
+use crate::http::conversion;
 use crate::http::{self as h, Body, Format, Req};
 use crate::registry::ResourceDef;
 use crate::registry::fields::{self, Path};
@@ -22,7 +24,7 @@ enum Kind {
 }
 
 /// Serves a PATCH.
-pub fn patch(
+pub(crate) async fn patch(
     srv: &Arc<ApiServer>,
     req: &Req,
     t: &Target,
@@ -67,10 +69,30 @@ pub fn patch(
     let mut wo = ApiServer::write_options(req, kind == Kind::Apply)?;
     let ns = t.namespace.as_deref().unwrap_or("").to_string();
     let key = t.def.storage_key();
-    let current = srv.storage.get(&key, &ns, name);
+    let current = match srv.storage.get(&key, &ns, name) {
+        // The stored object in the request's version (a conversion webhook's work).
+        Some(c) if conversion::by_webhook(srv, &t.def) => Some(Arc::new(
+            conversion::to_version(srv, &t.def, (*c).clone()).await?,
+        )),
+        c => c,
+    };
+    // A patch is admitted as an update (or, when an apply creates, as a create), with
+    // its options as UpdateOptions (CreateOptions).
+    let mut adm = Admission::new(
+        Attributes::new(
+            Operation::Update,
+            &t.def,
+            sub,
+            &ns,
+            name,
+            &req.user,
+            wo.dry_run,
+        )
+        .with_options("UpdateOptions", crate::http::api::options_of(req)),
+    );
 
     if kind == Kind::Apply {
-        return apply(srv, req, t, name, sub, current, wo);
+        return apply(srv, req, t, name, sub, current, wo, &mut adm).await;
     }
     let Some(current) = current else {
         return Err(ApiError::not_found(&t.def, name));
@@ -158,7 +180,19 @@ pub fn patch(
     }
     let obj = check_body(&t.def, doc, t.namespace.as_deref(), Some(name))?;
     let obj = srv.normalize(&t.def, obj, &mut wo)?;
-    let (_, stored) = srv.update_object(&t.def, &ns, name, sub, obj, &wo, false)?;
+    let obj = srv
+        .admit_mutation(
+            &t.def,
+            obj,
+            Some(srv.present(&t.def, &current)),
+            &mut adm,
+            &mut wo,
+        )
+        .await?;
+    let (_, stored) = srv
+        .update_object_admitted(&t.def, &ns, name, sub, obj, &wo, false, Some(&mut adm))
+        .await?;
+    wo.warnings.append(&mut adm.warnings);
     let mut resp = h::encode(
         StatusCode::OK,
         &srv.present(&t.def, &stored),
@@ -597,7 +631,8 @@ fn path_text(p: &Path) -> String {
     s
 }
 
-fn apply(
+#[allow(clippy::too_many_arguments)]
+async fn apply(
     srv: &Arc<ApiServer>,
     req: &Req,
     t: &Target,
@@ -605,6 +640,7 @@ fn apply(
     sub: Option<&str>,
     current: Option<Arc<Value>>,
     mut wo: crate::http::api::WriteOptions,
+    adm: &mut Admission,
 ) -> Result<Response<Body>, ApiError> {
     let text = std::str::from_utf8(&req.body)
         .map_err(|_| ApiError::bad_request("the apply patch is not valid UTF-8"))?;
@@ -667,7 +703,15 @@ fn apply(
         if t.def.namespaced {
             meta_mut(&mut obj).insert("namespace".into(), json!(ns));
         }
-        let stored = srv.create_object_as(&t.def, &ns, obj, &manager, wo.dry_run, "Apply")?;
+        adm.attrs.operation = Operation::Create;
+        if let Some(o) = adm.attrs.options.as_mut() {
+            o["kind"] = json!("CreateOptions");
+        }
+        let obj = srv.admit_mutation(&t.def, obj, None, adm, &mut wo).await?;
+        let stored = srv
+            .create_object_admitted(&t.def, &ns, obj, &manager, wo.dry_run, "Apply", Some(adm))
+            .await?;
+        wo.warnings.append(&mut adm.warnings);
         let mut resp = h::encode(
             StatusCode::CREATED,
             &srv.present(&t.def, &stored),
@@ -769,7 +813,19 @@ fn apply(
     }
     apply_merge(&mut next, &applied_body, ty, false);
     wo.apply = Some((applied_paths, force));
-    let (_, stored) = srv.update_object(&t.def, &ns, name, sub, next, &wo, false)?;
+    let next = srv
+        .admit_mutation(
+            &t.def,
+            next,
+            Some(srv.present(&t.def, &current)),
+            adm,
+            &mut wo,
+        )
+        .await?;
+    let (_, stored) = srv
+        .update_object_admitted(&t.def, &ns, name, sub, next, &wo, false, Some(adm))
+        .await?;
+    wo.warnings.append(&mut adm.warnings);
     let mut resp = h::encode(
         StatusCode::OK,
         &srv.present(&t.def, &stored),

@@ -26,6 +26,8 @@ struct WatchSpec {
     fields: FieldSelector,
     format: Format,
     bookmarks: bool,
+    /// Objects are converted by the CRD's conversion webhook (one review per event).
+    convert: bool,
 }
 
 impl WatchSpec {
@@ -128,6 +130,7 @@ fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, Api
         fields,
         format,
         bookmarks,
+        convert: crate::http::conversion::by_webhook(&srv, &t.def),
     };
     {
         let mut w = srv.stats.watches.lock().unwrap_or_else(|e| e.into_inner());
@@ -170,6 +173,24 @@ struct Writer {
 
 impl Writer {
     async fn send(&mut self, srv: &ApiServer, spec: &WatchSpec, kind: &str, obj: &Value) -> bool {
+        let converted;
+        let obj = if spec.convert {
+            match crate::http::conversion::to_version(srv, &spec.def, obj.clone()).await {
+                Ok(v) => {
+                    converted = v;
+                    &converted
+                }
+                Err(e) => {
+                    // The watch ends with the conversion failure as an ERROR event.
+                    let status = serde_json::to_value(&*e.0).unwrap_or(Value::Null);
+                    let _ = self.raw(json!({"type": "ERROR", "object": status})).await;
+                    let _ = self.flush().await;
+                    return false;
+                }
+            }
+        } else {
+            obj
+        };
         let rendered = match &spec.format {
             Format::Table => {
                 let cols = self.first_table;
@@ -200,6 +221,9 @@ impl Writer {
         kind: &str,
         ev: &Event,
     ) -> bool {
+        if spec.convert {
+            return self.send(srv, spec, kind, &ev.object).await;
+        }
         if let Format::Protobuf { .. } = spec.format {
             let (version, bytes) = ev.rendered_pb.get_or_init(|| {
                 let v = crate::protobuf::encode(&srv.present(&spec.def, &ev.object))
