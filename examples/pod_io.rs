@@ -34,12 +34,18 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             (Client::new(config)?, None)
         }
         None => {
-            let server = TestServer::builder().kubelet(Kubelet::new()).start().await?;
+            let server = TestServer::builder()
+                .kubelet(Kubelet::new())
+                .start()
+                .await?;
             let config = Config::from_custom_kubeconfig(
                 Kubeconfig::from_yaml(&server.kubeconfig())?,
                 &KubeConfigOptions::default(),
             )?;
-            println!("started an embedded API server with a simulated kubelet at {}", server.url());
+            println!(
+                "started an embedded API server with a simulated kubelet at {}",
+                server.url()
+            );
             (Client::new(config)?, Some(server))
         }
     };
@@ -115,7 +121,11 @@ async fn demo(client: &Client, ns: &str) -> Result<(), Box<dyn std::error::Error
 
     // exec: stdin through `cat`, then an exit code.
     let mut cat = pods
-        .exec("web-0", ["cat"], &AttachParams::default().stdin(true).stderr(false))
+        .exec(
+            "web-0",
+            ["cat"],
+            &AttachParams::default().stdin(true).stderr(false),
+        )
         .await?;
     let (mut stdin, mut stdout) = (
         cat.stdin().ok_or("no stdin")?,
@@ -126,7 +136,11 @@ async fn demo(client: &Client, ns: &str) -> Result<(), Box<dyn std::error::Error
     let mut echoed = String::new();
     stdout.read_to_string(&mut echoed).await?;
     let status = cat.join().await?;
-    println!("2. exec cat: {:?}, exit code {}", echoed.trim_end(), status.code);
+    println!(
+        "2. exec cat: {:?}, exit code {}",
+        echoed.trim_end(),
+        status.code
+    );
     let failing = pods
         .exec("web-0", ["sh", "-c", "exit 3"], &AttachParams::default())
         .await?;
