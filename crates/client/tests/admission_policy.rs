@@ -97,7 +97,10 @@ async fn validating_admission_policies_deny_and_warn() {
             // policy: until it has synced, the binding finds no params.
             Err(e) if !e.to_string().contains("no params found") => break e,
             _ => {
-                assert!(Instant::now() < deadline, "the policy never took effect");
+                assert!(
+                    Instant::now() < deadline,
+                    "the policy never took effect; a real kube-apiserver v1.36 that has seen a ConfigMap-param policy lose its last binding finds no params until restarted (kubernetes/kubernetes#130887)"
+                );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -137,14 +140,16 @@ async fn validating_admission_policies_deny_and_warn() {
         .await
         .unwrap();
 
-    // Warn instead of Deny: admitted, with a warning.
-    bindings
-        .delete(&deny, &DeleteParams::default())
-        .await
-        .unwrap();
+    // Warn instead of Deny: admitted, with a warning. The Warn binding comes first: on
+    // kube-apiserver v1.36, a built-in paramKind that no binding names for a moment
+    // loses its params until the server restarts (kubernetes/kubernetes#130887).
     let warn = format!("{name}-warn");
     bindings
         .create(&PostParams::default(), &select_ns(&warn, &["Warn"]))
+        .await
+        .unwrap();
+    bindings
+        .delete(&deny, &DeleteParams::default())
         .await
         .unwrap();
     let warnings: Arc<Mutex<Vec<String>>> = Arc::default();
