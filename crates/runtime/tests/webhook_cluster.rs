@@ -94,6 +94,9 @@ async fn until_in_effect(
 /// the deletions on a thread of its own with a fresh client, since the test's runtime
 /// may be unwinding.
 struct Leftovers {
+    /// The embedded server goes away with the test (and runs on the test's runtime, which
+    /// a blocking cleanup would stall): nothing to do there.
+    embedded: bool,
     config: kubewright_client::Config,
     validating: Vec<String>,
     mutating: Vec<String>,
@@ -103,6 +106,7 @@ struct Leftovers {
 impl Leftovers {
     fn new(env: &TestEnv) -> Self {
         Self {
+            embedded: env.is_embedded(),
             config: env.config().clone(),
             validating: Vec::new(),
             mutating: Vec::new(),
@@ -113,6 +117,9 @@ impl Leftovers {
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
+        if self.embedded {
+            return;
+        }
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
         use kubewright_core::{Patch, PatchParams};
         let config = self.config.clone();
