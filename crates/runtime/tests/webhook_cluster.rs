@@ -558,3 +558,116 @@ async fn crd_versions_convert_through_a_conversion_webhook() {
     drop(leftovers);
     cancel.cancel();
 }
+
+#[tokio::test]
+async fn exec_is_admitted_as_a_connect() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        RuleWithOperations, ValidatingWebhook, WebhookClientConfig,
+    };
+    use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+    use kubewright_client::pod::AttachParams;
+
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let client = env.client();
+    let dead_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let hook = |name: &str, policy: &str, label: &str| ValidatingWebhook {
+        name: name.into(),
+        admission_review_versions: vec!["v1".into()],
+        client_config: WebhookClientConfig {
+            url: Some(format!("https://127.0.0.1:{dead_port}/exec")),
+            ..Default::default()
+        },
+        failure_policy: Some(policy.into()),
+        namespace_selector: only_namespace(&ns),
+        object_selector: None,
+        rules: Some(vec![RuleWithOperations {
+            api_groups: Some(vec!["".into()]),
+            api_versions: Some(vec!["v1".into()]),
+            operations: Some(vec!["CONNECT".into()]),
+            resources: Some(vec!["pods/exec".into()]),
+            scope: None,
+        }]),
+        side_effects: "None".into(),
+        timeout_seconds: Some(2),
+        match_conditions: Some(vec![
+            k8s_openapi::api::admissionregistration::v1::MatchCondition {
+                name: "only-this-pod".into(),
+                expression: format!("request.name == '{label}'"),
+            },
+        ]),
+        ..Default::default()
+    };
+    let name = env.unique_name("kw-connect");
+    let config = ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        webhooks: Some(vec![
+            hook("connect-fail.kubewright.io", "Fail", "guarded"),
+            hook("connect-ignore.kubewright.io", "Ignore", "open"),
+        ]),
+    };
+    let mut leftovers = Leftovers::new(&env);
+    leftovers.validating.push(name.clone());
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for p in ["guarded", "open"] {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(p.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "app".into(),
+                    image: Some("busybox".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    // The failing webhook is called before the pod is looked at: its error, not the
+    // pod's missing host, answers (once the configuration is in effect).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        let err = pods
+            .exec("guarded", ["true"], &AttachParams::default())
+            .await
+            .unwrap_err();
+        if err.status().is_some_and(|s| s.code == 500) || Instant::now() > deadline {
+            break err;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let status = err.status().unwrap();
+    assert_eq!(status.code, 500, "{err}");
+    assert!(
+        status.message.starts_with(
+            "Internal error occurred: failed calling webhook \"connect-fail.kubewright.io\": failed to call webhook: Post"
+        ),
+        "{}",
+        status.message
+    );
+    // Ignore: the exec goes on to the pod, which no node runs here.
+    let err = pods
+        .exec("open", ["true"], &AttachParams::default())
+        .await
+        .unwrap_err();
+    assert!(err.is_bad_request(), "{err}");
+    assert!(
+        err.to_string().contains("does not have a host assigned"),
+        "{err}"
+    );
+    drop(leftovers);
+}

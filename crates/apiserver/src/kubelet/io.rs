@@ -445,6 +445,65 @@ fn ports(req: &Req) -> Result<Vec<u16>, ApiError> {
     Ok(out)
 }
 
+/// Admission of a CONNECT (kube-apiserver admits it after decoding the options and
+/// before looking at the pod): mutating then validating admission, with the
+/// `PodExecOptions`, `PodAttachOptions` or `PodPortForwardOptions` as the object.
+async fn connect_admission(
+    srv: &Arc<ApiServer>,
+    req: &Req,
+    t: &Target,
+    name: &str,
+    sub: &str,
+    ports: &[u16],
+) -> Result<(), ApiError> {
+    use crate::http::admission::{self, Admission, Attributes, Operation};
+    let flag = |k: &str| req.q(k).is_some_and(|v| v == "true" || v == "1");
+    let mut options = serde_json::Map::new();
+    let kind = match sub {
+        "exec" => "PodExecOptions",
+        "attach" => "PodAttachOptions",
+        _ => "PodPortForwardOptions",
+    };
+    options.insert("kind".into(), kind.into());
+    options.insert("apiVersion".into(), "v1".into());
+    if sub == "portforward" {
+        options.insert("ports".into(), serde_json::json!(ports));
+    } else {
+        for k in ["stdin", "stdout", "stderr", "tty"] {
+            if flag(k) {
+                options.insert(k.into(), true.into());
+            }
+        }
+        if let Some(c) = req.q("container").filter(|c| !c.is_empty()) {
+            options.insert("container".into(), c.into());
+        }
+        if sub == "exec" {
+            let command: Vec<&str> = req
+                .query_all
+                .iter()
+                .filter(|(k, _)| k == "command")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            options.insert("command".into(), serde_json::json!(command));
+        }
+    }
+    let mut attrs = Attributes::new(
+        Operation::Connect,
+        &t.def,
+        Some(sub),
+        t.namespace.as_deref().unwrap_or(""),
+        name,
+        &req.user,
+        false,
+    );
+    // kube-apiserver names the options' kind, not the pod's.
+    attrs.kind = kind.to_string();
+    attrs.object = Some(Value::Object(options));
+    let mut adm = Admission::new(attrs);
+    admission::mutate(srv, &mut adm).await?;
+    admission::validate(srv, &mut adm).await
+}
+
 async fn stream(
     srv: &Arc<ApiServer>,
     mut req: Req,
@@ -457,6 +516,7 @@ async fn stream(
     }
     let forward = sub == "portforward";
     let port_list = if forward { ports(&req)? } else { Vec::new() };
+    connect_admission(srv, &req, t, name, sub, &port_list).await?;
     let pod = pod(srv, t, name)?;
     let c = if forward {
         String::new()
