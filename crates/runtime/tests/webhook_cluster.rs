@@ -574,33 +574,34 @@ async fn exec_is_admitted_as_a_connect() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let hook = |name: &str, policy: &str, label: &str| ValidatingWebhook {
-        name: name.into(),
-        admission_review_versions: vec!["v1".into()],
-        client_config: WebhookClientConfig {
-            url: Some(format!("https://127.0.0.1:{dead_port}/exec")),
-            ..Default::default()
-        },
-        failure_policy: Some(policy.into()),
-        namespace_selector: only_namespace(&ns),
-        object_selector: None,
-        rules: Some(vec![RuleWithOperations {
-            api_groups: Some(vec!["".into()]),
-            api_versions: Some(vec!["v1".into()]),
-            operations: Some(vec!["CONNECT".into()]),
-            resources: Some(vec!["pods/exec".into()]),
-            scope: None,
-        }]),
-        side_effects: "None".into(),
-        timeout_seconds: Some(2),
-        match_conditions: Some(vec![
-            k8s_openapi::api::admissionregistration::v1::MatchCondition {
-                name: "only-this-pod".into(),
-                expression: format!("request.name == '{label}'"),
+    let hook =
+        |name: &str, policy: &str, label: &str, op: &str, resource: &str| ValidatingWebhook {
+            name: name.into(),
+            admission_review_versions: vec!["v1".into()],
+            client_config: WebhookClientConfig {
+                url: Some(format!("https://127.0.0.1:{dead_port}/exec")),
+                ..Default::default()
             },
-        ]),
-        ..Default::default()
-    };
+            failure_policy: Some(policy.into()),
+            namespace_selector: only_namespace(&ns),
+            object_selector: None,
+            rules: Some(vec![RuleWithOperations {
+                api_groups: Some(vec!["".into()]),
+                api_versions: Some(vec!["v1".into()]),
+                operations: Some(vec![op.into()]),
+                resources: Some(vec![resource.into()]),
+                scope: None,
+            }]),
+            side_effects: "None".into(),
+            timeout_seconds: Some(2),
+            match_conditions: Some(vec![
+                k8s_openapi::api::admissionregistration::v1::MatchCondition {
+                    name: "only-this-pod".into(),
+                    expression: format!("request.name == '{label}'"),
+                },
+            ]),
+            ..Default::default()
+        };
     let name = env.unique_name("kw-connect");
     let config = ValidatingWebhookConfiguration {
         metadata: ObjectMeta {
@@ -608,8 +609,27 @@ async fn exec_is_admitted_as_a_connect() {
             ..Default::default()
         },
         webhooks: Some(vec![
-            hook("connect-fail.kubewright.io", "Fail", "guarded"),
-            hook("connect-ignore.kubewright.io", "Ignore", "open"),
+            hook(
+                "connect-fail.kubewright.io",
+                "Fail",
+                "guarded",
+                "CONNECT",
+                "pods/exec",
+            ),
+            hook(
+                "connect-ignore.kubewright.io",
+                "Ignore",
+                "open",
+                "CONNECT",
+                "pods/exec",
+            ),
+            hook(
+                "evict-fail.kubewright.io",
+                "Fail",
+                "guarded",
+                "CREATE",
+                "pods/eviction",
+            ),
         ]),
     };
     let mut leftovers = Leftovers::new(&env);

@@ -300,10 +300,20 @@ impl ApiServer {
         }
         let deprecated = deprecation_warning(&t.def);
         // Pod I/O (log, exec, attach, portforward): the simulated kubelet.
-        let req = match crate::kubelet::serve(self, req, &t).await {
+        let mut req = match crate::kubelet::serve(self, req, &t).await {
             Ok(resp) => return resp,
             Err(req) => req,
         };
+        // Subresource writes (pods/eviction, pods/binding, serviceaccounts/token,
+        // …/scale) are admitted with their own object (Eviction, Binding, TokenRequest,
+        // Scale) before the handler reads it.
+        if let (Some(name), Some(sub)) = (t.name.as_deref(), t.sub.as_deref())
+            && ((req.method == http::Method::POST)
+                || (req.method == http::Method::PUT && sub == "scale"))
+            && let Err(e) = self.admit_subresource(&mut req, &t, name, sub).await
+        {
+            return h::error_response_as(&e, &format);
+        }
         let result = match (&req.method, &t.name, &t.sub) {
             _ if t.def.is_virtual() => self.serve_virtual(&req, &t),
             (method, None, None) if !t.def.verbs.contains(&verb_of(method, req.watch_param())) => {
@@ -1110,6 +1120,52 @@ impl ApiServer {
             }
         }
         Err(ApiError::internal("name generation failed"))
+    }
+
+    /// Admission of a write to a subresource that carries an object of its own kind:
+    /// mutating admission may rewrite the body the handler then reads. The embedded
+    /// server sends the resource's group and version with that kind, and no oldObject
+    /// for `/scale` (kube-apiserver sends the current Scale).
+    async fn admit_subresource(
+        self: &Arc<Self>,
+        req: &mut Req,
+        t: &Target,
+        name: &str,
+        sub: &str,
+    ) -> Result<(), ApiError> {
+        // An undecodable body gets the handler's own error.
+        let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
+            return Ok(());
+        };
+        let (operation, options) = if req.method == http::Method::PUT {
+            (Operation::Update, "UpdateOptions")
+        } else {
+            (Operation::Create, "CreateOptions")
+        };
+        let dry_run = req.q("dryRun") == Some("All");
+        let mut attrs = Attributes::new(
+            operation,
+            &t.def,
+            Some(sub),
+            t.ns(),
+            name,
+            &req.user,
+            dry_run,
+        )
+        .with_options(options, serde_json::json!({}));
+        if let Some(kind) = body.get("kind").and_then(Value::as_str) {
+            attrs.kind = kind.to_string();
+        }
+        attrs.object = Some(body);
+        let mut adm = Admission::new(attrs);
+        if admission::mutate(self, &mut adm).await?
+            && let Some(obj) = &adm.attrs.object
+        {
+            req.body = serde_json::to_vec(obj)
+                .map_err(|e| ApiError::internal(format!("encoding the admitted object: {e}")))?
+                .into();
+        }
+        admission::validate(self, &mut adm).await
     }
 
     async fn update(
