@@ -772,3 +772,85 @@ async fn recampaigns_after_leadership_loss_when_configured() {
     let after = api.get("after").await.unwrap();
     assert!(after.uid().is_some());
 }
+
+/// A webhook server run by the manager: its readiness check, its metrics in the
+/// manager's registry, and its stop with the manager.
+#[tokio::test]
+async fn the_manager_runs_a_webhook_server() {
+    use kubewright_runtime::webhook::{AdmissionRequest, Verdict, WebhookServer};
+    let env = TestEnv::start().await;
+    let server = WebhookServer::builder(local())
+        .plain_http()
+        .validate("/validate", |req: AdmissionRequest<ConfigMap>| async move {
+            if req.name == "bad" {
+                Verdict::deny("no")
+            } else {
+                Verdict::allow()
+            }
+        })
+        .build()
+        .unwrap();
+    let hook_addr = server.local_addr();
+    let manager = Manager::builder(env.client())
+        .metrics_addr(local())
+        .health_addr(local())
+        .webhook_server(server)
+        .build()
+        .unwrap();
+    let (metrics_addr, health_addr) = (
+        manager.metrics_addr().unwrap(),
+        manager.health_addr().unwrap(),
+    );
+    let (cancel, running) = spawn_manager(manager);
+    let deadline = Instant::now() + DEADLINE;
+    while http_get(health_addr, "/readyz/webhook").await.0 != 200 {
+        assert!(Instant::now() < deadline, "the webhook check never passed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for name in ["good", "bad"] {
+        let body = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                        "name": name, "namespace": "default", "operation": "CREATE",
+                        "userInfo": {"username": "a"}, "object": {"metadata": {"name": name}}}
+        })
+        .to_string();
+        let mut stream = TcpStream::connect(hook_addr).await.unwrap();
+        let request = format!(
+            "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).await.unwrap();
+        assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+        assert_eq!(raw.contains("\"allowed\":true"), name == "good", "{raw}");
+    }
+    let (_, _, text) = http_get(metrics_addr, "/metrics").await;
+    assert_eq!(
+        sample(
+            &text,
+            "controller_runtime_webhook_requests_total{webhook=\"/validate\",code=\"200\"}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "kubewright_webhook_rejections_total{webhook=\"/validate\"}"
+        ),
+        1.0
+    );
+    assert!(text.contains("controller_runtime_webhook_latency_seconds_bucket"));
+    cancel.cancel();
+    tokio::time::timeout(DEADLINE, running)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        TcpStream::connect(hook_addr).await.is_err(),
+        "the webhook server stopped"
+    );
+}
