@@ -5,49 +5,26 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+mod support;
+
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kubewright_client::{Api, Client, Error};
+use kubewright_client::{Api, Error};
 use kubewright_core::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kubewright_runtime::webhook::{
     AdmissionRequest, HookOptions, Mutation, Operation, Verdict, WebhookClient, WebhookServer,
 };
 use kubewright_testing::TestEnv;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::{Leftovers, certificates, only_namespace};
 use tokio_util::sync::CancellationToken;
-
-/// Serving certificate for 127.0.0.1 in `dir`; returns the CA (PEM) for `caBundle`.
-fn certificates(dir: &Path) -> String {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
-    ca.pem()
-}
-
-fn only_namespace(ns: &str) -> Option<LabelSelector> {
-    Some(LabelSelector {
-        match_labels: Some(BTreeMap::from([(
-            "kubernetes.io/metadata.name".to_string(),
-            ns.to_string(),
-        )])),
-        ..Default::default()
-    })
-}
 
 fn labelled(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
@@ -82,17 +59,6 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     unreachable!()
-}
-
-async fn delete_configs(client: &Client, validating: &[&str], mutating: &[&str]) {
-    let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    for n in validating {
-        let _ = v.delete(n, &DeleteParams::default()).await;
-    }
-    let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    for n in mutating {
-        let _ = m.delete(n, &DeleteParams::default()).await;
-    }
 }
 
 fn status_of(r: &Result<ConfigMap, Error>) -> Option<(u16, String)> {
@@ -219,6 +185,9 @@ async fn reinvocation_deletes_dry_runs_and_match_conditions() {
         .unwrap();
     let url = WebhookClient::Url(format!("https://{}", server.local_addr()));
     let name = env.unique_name("kw-more");
+    let mut leftovers = Leftovers::new(&env);
+    leftovers.validating.push(name.clone());
+    leftovers.mutating.push(name.clone());
     let cancel = CancellationToken::new();
     let validating = server.validating_configuration(&name, &url, Some(ca.as_bytes()));
     let mutating = server.mutating_configuration(&name, &url, Some(ca.as_bytes()));
@@ -357,7 +326,7 @@ async fn reinvocation_deletes_dry_runs_and_match_conditions() {
     );
 
     // Clean up what the webhooks guard, then the configurations.
-    delete_configs(&client, &[&name], &[&name]).await;
+    drop(leftovers);
     cancel.cancel();
 }
 
@@ -369,6 +338,8 @@ async fn unreachable_services_and_bad_answers() {
     let ca = certificates(dir.path());
     let bad = bad_webhook(dir.path()).await;
     let name = env.unique_name("kw-bad");
+    let mut leftovers = Leftovers::new(&env);
+    leftovers.mutating.push(name.clone());
     let hook = |hook: &str, client_config: Value| {
         json!({
             "name": format!("{hook}.kubewright.io"),
@@ -479,7 +450,7 @@ async fn unreachable_services_and_bad_answers() {
         )
     );
 
-    delete_configs(&client, &[], &[&name]).await;
+    drop(leftovers);
     bad.cancel.cancel();
 }
 
