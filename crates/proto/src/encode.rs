@@ -7,9 +7,9 @@
 //! zero), inlined structs from their parent's keys, map entries sorted by key, repeated
 //! scalars unpacked.
 
-use super::{
+use crate::schema::{SCHEMA, Scalar, Schema, Special, Type};
+use crate::{
     F_DEFAULT, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, LIST_META, MAGIC, MAX_DEPTH,
-    SCHEMA, Scalar, Schema, Special, Type,
 };
 use base64::Engine as _;
 use serde_json::Value;
@@ -149,7 +149,7 @@ fn list(schema: &Schema, meta: usize, item: usize, obj: &Value, out: &mut Vec<u8
 }
 
 /// `k8s\0` + runtime.Unknown{typeMeta, raw, contentEncoding "", contentType ""}.
-pub(crate) fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+pub fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     let mut tm = Vec::with_capacity(api_version.len() + kind.len() + 4);
     ld(1, api_version.as_bytes(), &mut tm);
     ld(2, kind.as_bytes(), &mut tm);
@@ -166,7 +166,7 @@ pub(crate) fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
 // Wire format
 // ---------------------------------------------------------------------------------------
 
-pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
+pub fn varint(mut v: u64, out: &mut Vec<u8>) {
     loop {
         let b = (v & 0x7f) as u8;
         v >>= 7;
@@ -178,12 +178,12 @@ pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
     }
 }
 
-pub(crate) fn key(num: u32, wire: u8, out: &mut Vec<u8>) {
+pub fn key(num: u32, wire: u8, out: &mut Vec<u8>) {
     varint((u64::from(num) << 3) | u64::from(wire), out);
 }
 
 /// A length-delimited field.
-pub(crate) fn ld(num: u32, data: &[u8], out: &mut Vec<u8>) {
+pub fn ld(num: u32, data: &[u8], out: &mut Vec<u8>) {
     key(num, 2, out);
     varint(data.len() as u64, out);
     out.extend_from_slice(data);
@@ -601,8 +601,8 @@ fn raw_json(v: &Value, out: &mut Vec<u8>) -> Res {
 
 #[cfg(test)]
 mod tests {
-    use super::super::decode;
     use super::*;
+    use crate::value::decode;
     use serde_json::json;
 
     macro_rules! fixtures {
@@ -1000,7 +1000,7 @@ mod tests {
             -7_200_000_000_001,
             i64::MAX,
         ] {
-            assert_eq!(parse_go_duration(&super::super::go_duration(d)), Some(d));
+            assert_eq!(parse_go_duration(&crate::value::go_duration(d)), Some(d));
         }
         for bad in ["", "1", "h", "1x", "--1s", "9999999999h", "."] {
             assert_eq!(parse_go_duration(bad), None, "{bad}");

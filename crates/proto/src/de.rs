@@ -1,0 +1,1168 @@
+//! A serde `Deserializer` over the protobuf wire.
+//!
+//! Each message is presented as the JSON object the API server would have written for it
+//! (the same rules as [`crate::decode`]): keys are the fields' JSON names, inlined structs
+//! are flattened into their parent, `omitempty` zero scalars are left out, absent
+//! non-pointer scalars read as their zero value, and Time, MicroTime, Duration,
+//! IntOrString, Quantity and embedded JSON read as their JSON forms. Nothing is
+//! materialised on the way: strings are borrowed from the body where the target type
+//! allows it, and a field the target ignores (an unknown key, or `managedFields` under a
+//! skipping wrapper) is never decoded.
+//!
+//! The rare shapes with a JSON form of their own that is not an object (the
+//! apiextensions `JSONSchemaPropsOr*` unions, slice wrappers such as `ExtraValue`, and an
+//! object embedded as protobuf inside a RawExtension) go through [`crate::decode`]'s
+//! JSON value.
+
+use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Type};
+use crate::value::{self, go_duration, rfc3339};
+use crate::wire::Reader;
+use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, LIST_META, MAGIC, MAX_DEPTH};
+use base64::Engine as _;
+use serde::de::{
+    self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
+};
+use serde::forward_to_deserialize_any;
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Decodes a Kubernetes protobuf body (`k8s\0` + `runtime.Unknown`) into `T`: a
+/// k8s-openapi object, a `<Kind>List` (as any type with `metadata` and `items`, e.g.
+/// `kubewright_core::ObjectList<K>`), a `Status`, or anything else that reads the JSON
+/// form of the envelope's kind. `apiVersion` and `kind` come from the envelope.
+///
+/// Malformed input is an [`Error`] naming what was wrong and where, never a panic.
+pub fn from_slice<'de, T: de::Deserialize<'de>>(body: &'de [u8]) -> Result<T> {
+    let top = Top::parse(body, 0)?;
+    T::deserialize(top)
+}
+
+/// Decodes the message of a known `apiVersion` and `kind` without the `k8s\0` envelope
+/// (the `raw` of a `runtime.Unknown`).
+pub fn from_raw<'de, T: de::Deserialize<'de>>(
+    api_version: &'de str,
+    kind: &'de str,
+    raw: &'de [u8],
+) -> Result<T> {
+    let schema = schema()?;
+    let target = target_of(schema, api_version, kind)?;
+    T::deserialize(Top {
+        schema,
+        target,
+        api_version,
+        kind,
+        data: raw,
+        depth: 0,
+    })
+}
+
+fn schema() -> Result<&'static Schema> {
+    SCHEMA.as_ref().map_err(|e| Error::new(e.clone()))
+}
+
+/// What a top-level body holds.
+#[derive(Clone, Copy)]
+enum Target {
+    Message(usize),
+    /// `<Kind>List`: {metadata ListMeta = 1; repeated <Kind> items = 2}.
+    List {
+        item: usize,
+        meta: usize,
+    },
+}
+
+fn target_of(schema: &Schema, api_version: &str, kind: &str) -> Result<Target> {
+    if let Some(&m) = schema
+        .kinds
+        .get(&format!("{api_version}/{kind}"))
+        .or_else(|| schema.meta_kinds.get(kind))
+    {
+        return Ok(Target::Message(m));
+    }
+    if let Some(&item) = kind
+        .strip_suffix("List")
+        .and_then(|k| schema.kinds.get(&format!("{api_version}/{k}")))
+    {
+        let meta = schema
+            .messages
+            .iter()
+            .position(|m| m.name == LIST_META)
+            .ok_or_else(|| Error::new("no ListMeta message"))?;
+        return Ok(Target::List { item, meta });
+    }
+    Err(Error::new(format!(
+        "no protobuf schema for kind {kind:?} in {api_version:?}"
+    )))
+}
+
+/// A whole body: the envelope's object, with `apiVersion` and `kind`.
+pub(crate) struct Top<'de> {
+    schema: &'static Schema,
+    target: Target,
+    api_version: &'de str,
+    kind: &'de str,
+    data: &'de [u8],
+    depth: usize,
+}
+
+impl<'de> Top<'de> {
+    pub(crate) fn parse(body: &'de [u8], depth: usize) -> Result<Self> {
+        let Some(envelope) = body.strip_prefix(MAGIC) else {
+            return Err(Error::new(
+                "missing the Kubernetes protobuf prefix \"k8s\\x00\"",
+            ));
+        };
+        if depth > MAX_DEPTH {
+            return Err(Error::new(format!(
+                "messages are nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        let schema = schema()?;
+        let mut api_version = "";
+        let mut kind = "";
+        let mut raw: &[u8] = &[];
+        let mut r = Reader::new(envelope);
+        while let Some((num, wire)) = r.key()? {
+            match (num, wire) {
+                (1, 2) => {
+                    let mut tm = Reader::new(r.bytes()?);
+                    while let Some((n, w)) = tm.key()? {
+                        match (n, w) {
+                            (1, 2) => api_version = str_of(tm.bytes()?)?,
+                            (2, 2) => kind = str_of(tm.bytes()?)?,
+                            _ => tm.skip(w)?,
+                        }
+                    }
+                }
+                (2, 2) => raw = r.bytes()?,
+                (3 | 4, 2) => {
+                    let v = r.bytes()?;
+                    if !v.is_empty() {
+                        let what = if num == 3 {
+                            "content encoding"
+                        } else {
+                            "content type"
+                        };
+                        return Err(Error::new(format!(
+                            "unsupported {what} {:?} in runtime.Unknown",
+                            String::from_utf8_lossy(v)
+                        )));
+                    }
+                }
+                (1..=4, _) => {
+                    return Err(Error::new(format!(
+                        "wire type {wire} is wrong for field {num} of runtime.Unknown"
+                    )));
+                }
+                _ => r.skip(wire)?,
+            }
+        }
+        let target = target_of(schema, api_version, kind)?;
+        Ok(Self {
+            schema,
+            target,
+            api_version,
+            kind,
+            data: raw,
+            depth,
+        })
+    }
+}
+
+fn str_of(b: &[u8]) -> Result<&str> {
+    std::str::from_utf8(b).map_err(|_| Error::new("apiVersion or kind is not UTF-8"))
+}
+
+impl<'de> Deserializer<'de> for Top<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let header = [("apiVersion", self.api_version), ("kind", self.kind)];
+        match self.target {
+            Target::Message(idx) => {
+                let msg = &self.schema.messages[idx];
+                if msg.special != Special::None {
+                    return Msg {
+                        schema: self.schema,
+                        idx,
+                        data: self.data,
+                        depth: self.depth,
+                    }
+                    .deserialize_any(visitor);
+                }
+                visitor.visit_map(Fields::new(
+                    self.schema,
+                    idx,
+                    self.data,
+                    self.depth,
+                    Some(header),
+                )?)
+            }
+            Target::List { item, meta } => {
+                let mut meta_bytes: &[u8] = &[];
+                let mut items = Vec::new();
+                let mut r = Reader::new(self.data);
+                while let Some((num, wire)) = r.key()? {
+                    match (num, wire) {
+                        (1, 2) => meta_bytes = r.bytes()?,
+                        (2, 2) => items.push(Entry {
+                            owner: item,
+                            field: 0,
+                            data: Data::Bytes(r.bytes()?),
+                        }),
+                        (1 | 2, _) => {
+                            return Err(Error::new(format!(
+                                "wire type {wire} is wrong for field {num} of a list"
+                            )));
+                        }
+                        _ => r.skip(wire)?,
+                    }
+                }
+                visitor.visit_map(ListMap {
+                    schema: self.schema,
+                    header,
+                    meta,
+                    meta_bytes,
+                    item,
+                    items,
+                    state: 0,
+                    depth: self.depth,
+                })
+            }
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// A list body as a map: apiVersion, kind, metadata, items.
+struct ListMap<'de> {
+    schema: &'static Schema,
+    header: [(&'static str, &'de str); 2],
+    meta: usize,
+    meta_bytes: &'de [u8],
+    item: usize,
+    items: Vec<Entry<'de>>,
+    state: u8,
+    depth: usize,
+}
+
+impl<'de> MapAccess<'de> for ListMap<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        let key = match self.state {
+            0 | 1 => self.header[usize::from(self.state)].0,
+            2 => "metadata",
+            3 => "items",
+            _ => return Ok(None),
+        };
+        seed.deserialize(key.into_deserializer()).map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        let state = self.state;
+        self.state += 1;
+        match state {
+            0 | 1 => seed.deserialize(self.header[usize::from(state)].1.into_deserializer()),
+            2 => seed
+                .deserialize(Msg {
+                    schema: self.schema,
+                    idx: self.meta,
+                    data: self.meta_bytes,
+                    depth: self.depth + 1,
+                })
+                .map_err(|e| e.at("metadata")),
+            _ => {
+                let items = std::mem::take(&mut self.items);
+                seed.deserialize(Repeated {
+                    schema: self.schema,
+                    ty: Type::Message(self.item),
+                    entries: &items,
+                    depth: self.depth,
+                })
+            }
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(4usize.saturating_sub(usize::from(self.state)))
+    }
+}
+
+/// One occurrence of a field on the wire.
+#[derive(Clone, Copy)]
+struct Entry<'de> {
+    /// The message the field belongs to (the parent, or a struct inlined into it).
+    owner: usize,
+    /// Index into the owner's `fields`.
+    field: usize,
+    data: Data<'de>,
+}
+
+#[derive(Clone, Copy)]
+enum Data<'de> {
+    Varint(u64),
+    Fixed32(u32),
+    Fixed64(u64),
+    Bytes(&'de [u8]),
+    /// Not on the wire: a non-pointer scalar that reads as its zero value.
+    Zero,
+}
+
+impl Data<'_> {
+    fn is_zero(&self) -> bool {
+        match self {
+            Data::Varint(v) | Data::Fixed64(v) => *v == 0,
+            Data::Fixed32(v) => *v == 0,
+            Data::Bytes(b) => b.is_empty(),
+            Data::Zero => true,
+        }
+    }
+}
+
+fn read_data<'de>(r: &mut Reader<'de>, wire: u8) -> Result<Data<'de>> {
+    Ok(match wire {
+        0 => Data::Varint(r.varint()?),
+        1 => Data::Fixed64(r.fixed64()?),
+        2 => Data::Bytes(r.bytes()?),
+        5 => Data::Fixed32(r.fixed32()?),
+        _ => return Err(Error::new(format!("unsupported wire type {wire}"))),
+    })
+}
+
+/// Collects the fields of message `idx` (and of the structs inlined into it).
+fn scan<'de>(
+    schema: &'static Schema,
+    idx: usize,
+    data: &'de [u8],
+    depth: usize,
+    out: &mut Vec<Entry<'de>>,
+) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(Error::new(format!(
+            "messages are nested more than {MAX_DEPTH} deep"
+        )));
+    }
+    let msg = &schema.messages[idx];
+    let mut r = Reader::new(data);
+    while let Some((num, wire)) = r.key()? {
+        let Ok(fi) = msg.fields.binary_search_by_key(&num, |f| f.number) else {
+            r.skip(wire)?;
+            continue;
+        };
+        let field = &msg.fields[fi];
+        check_wire(schema, field, wire).map_err(|e| e.at(&field.json))?;
+        let d = read_data(&mut r, wire).map_err(|e| e.at(&field.json))?;
+        if field.flags & F_INLINE != 0
+            && let (Type::Message(inner), Data::Bytes(b)) = (&field.ty, d)
+            && schema.messages[*inner].special == Special::None
+        {
+            scan(schema, *inner, b, depth + 1, out).map_err(|e| e.at(&field.json))?;
+            continue;
+        }
+        out.push(Entry {
+            owner: idx,
+            field: fi,
+            data: d,
+        });
+    }
+    for &fi in &msg.defaults {
+        if !out.iter().any(|e| e.owner == idx && e.field == fi) {
+            out.push(Entry {
+                owner: idx,
+                field: fi,
+                data: Data::Zero,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_wire(schema: &Schema, field: &Field, wire: u8) -> Result<()> {
+    let ok = match &field.ty {
+        Type::Scalar(s) => wire == s.wire_type() || (field.flags & F_REPEATED != 0 && wire == 2),
+        Type::Message(_) | Type::Map(..) => wire == 2,
+    };
+    if ok {
+        return Ok(());
+    }
+    let ty = match &field.ty {
+        Type::Scalar(s) => format!("{s:?}").to_lowercase(),
+        Type::Message(m) => schema.messages[*m].name.clone(),
+        Type::Map(..) => "map".into(),
+    };
+    Err(Error::new(format!(
+        "wire type {wire} does not match the field type {ty}"
+    )))
+}
+
+/// A message as a map of its JSON keys.
+struct Fields<'de> {
+    schema: &'static Schema,
+    entries: Vec<Entry<'de>>,
+    pos: usize,
+    /// The group chosen by the last key.
+    pending: (usize, usize),
+    header: Option<[(&'static str, &'de str); 2]>,
+    header_pos: usize,
+    depth: usize,
+}
+
+impl<'de> Fields<'de> {
+    fn new(
+        schema: &'static Schema,
+        idx: usize,
+        data: &'de [u8],
+        depth: usize,
+        header: Option<[(&'static str, &'de str); 2]>,
+    ) -> Result<Self> {
+        let mut entries = Vec::new();
+        scan(schema, idx, data, depth, &mut entries)?;
+        if !entries
+            .windows(2)
+            .all(|w| (w[0].owner, w[0].field) <= (w[1].owner, w[1].field))
+        {
+            // Occurrences of one field are grouped; encoders that interleave them (and
+            // inlined structs) are put in order. Stable: the last occurrence wins.
+            entries.sort_by_key(|e| (e.owner, e.field));
+        }
+        Ok(Self {
+            schema,
+            entries,
+            pos: 0,
+            pending: (0, 0),
+            header,
+            header_pos: 0,
+            depth,
+        })
+    }
+
+    fn field(&self, e: &Entry<'_>) -> &'static Field {
+        &self.schema.messages[e.owner].fields[e.field]
+    }
+
+    /// Whether Go's JSON encoding leaves this field out.
+    fn omitted(&self, field: &Field, group: &[Entry<'de>]) -> Result<bool> {
+        if field.flags & (F_OMIT_EMPTY | F_OMIT_ZERO) == 0 {
+            return Ok(false);
+        }
+        let Some(last) = group.last() else {
+            return Ok(true);
+        };
+        Ok(match &field.ty {
+            _ if field.flags & F_REPEATED != 0 => {
+                group
+                    .iter()
+                    .all(|e| matches!(e.data, Data::Bytes(b) if b.is_empty()))
+                    && matches!(field.ty, Type::Scalar(s) if s.wire_type() != 2)
+            }
+            Type::Scalar(_) => last.data.is_zero(),
+            Type::Map(..) => false,
+            // A pointer to a struct is written when set, even empty; a struct with
+            // `omitzero` only when not zero.
+            Type::Message(m) => {
+                field.flags & F_OMIT_ZERO != 0 && {
+                    let Data::Bytes(b) = last.data else {
+                        return Ok(true);
+                    };
+                    group.len() == 1 && zero_message(self.schema, *m, b, self.depth + 1)?
+                }
+            }
+        })
+    }
+}
+
+/// Whether a message decodes to its Go zero value (or, for Time, null).
+fn zero_message(schema: &Schema, idx: usize, data: &[u8], depth: usize) -> Result<bool> {
+    if data.is_empty() {
+        return Ok(true);
+    }
+    if depth > MAX_DEPTH {
+        return Err(Error::new(format!(
+            "messages are nested more than {MAX_DEPTH} deep"
+        )));
+    }
+    let msg = &schema.messages[idx];
+    let mut r = Reader::new(data);
+    while let Some((num, wire)) = r.key()? {
+        let d = read_data(&mut r, wire)?;
+        let Ok(fi) = msg.fields.binary_search_by_key(&num, |f| f.number) else {
+            continue;
+        };
+        let field = &msg.fields[fi];
+        let zero = match (&field.ty, d) {
+            _ if field.flags & F_REPEATED != 0 => false,
+            (Type::Message(m), Data::Bytes(b)) => zero_message(schema, *m, b, depth + 1)?,
+            (Type::Map(..), _) => false,
+            (_, d) => d.is_zero(),
+        };
+        if !zero {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+impl<'de> MapAccess<'de> for Fields<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        if let Some(h) = &self.header
+            && self.header_pos < 2
+        {
+            let key = h[self.header_pos].0;
+            return seed.deserialize(key.into_deserializer()).map(Some);
+        }
+        while self.pos < self.entries.len() {
+            let start = self.pos;
+            let first = self.entries[start];
+            let mut end = start + 1;
+            while end < self.entries.len()
+                && self.entries[end].owner == first.owner
+                && self.entries[end].field == first.field
+            {
+                end += 1;
+            }
+            self.pos = end;
+            let field = self.field(&first);
+            if self.omitted(field, &self.entries[start..end])? {
+                continue;
+            }
+            self.pending = (start, end);
+            let key: &'static str = &field.json;
+            return seed.deserialize(key.into_deserializer()).map(Some);
+        }
+        Ok(None)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        if let Some(h) = &self.header
+            && self.header_pos < 2
+        {
+            let value = h[self.header_pos].1;
+            self.header_pos += 1;
+            return seed.deserialize(value.into_deserializer());
+        }
+        let (start, end) = self.pending;
+        let group = &self.entries[start..end];
+        let Some(first) = group.first() else {
+            return Err(Error::new("a value was asked for before its key"));
+        };
+        let field = self.field(first);
+        seed.deserialize(Value {
+            schema: self.schema,
+            field,
+            group,
+            depth: self.depth,
+        })
+        .map_err(|e| e.at(&field.json))
+    }
+}
+
+/// The value of one field: every occurrence of it in the message.
+struct Value<'a, 'de> {
+    schema: &'static Schema,
+    field: &'static Field,
+    group: &'a [Entry<'de>],
+    depth: usize,
+}
+
+impl<'a, 'de> Value<'a, 'de> {
+    fn last(&self) -> Data<'de> {
+        self.group.last().map_or(Data::Zero, |e| e.data)
+    }
+
+    fn is_null(&self) -> Result<bool> {
+        if self.field.flags & F_REPEATED != 0 {
+            return Ok(false);
+        }
+        match (&self.field.ty, self.last()) {
+            (Type::Message(m), Data::Bytes(b)) if self.group.len() == 1 => Msg {
+                schema: self.schema,
+                idx: *m,
+                data: b,
+                depth: self.depth + 1,
+            }
+            .is_null(),
+            _ => Ok(false),
+        }
+    }
+}
+
+impl<'de> Deserializer<'de> for Value<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let field = self.field;
+        if field.flags & F_REPEATED != 0 {
+            return Repeated {
+                schema: self.schema,
+                ty: field.ty.clone(),
+                entries: self.group,
+                depth: self.depth,
+            }
+            .deserialize_any(visitor);
+        }
+        match &field.ty {
+            Type::Scalar(s) => scalar(*s, self.last(), false, visitor),
+            Type::Map(ks, vt) => visitor.visit_map(MapEntries {
+                schema: self.schema,
+                key: *ks,
+                value: vt,
+                entries: self.group,
+                pos: 0,
+                value_bytes: None,
+                depth: self.depth,
+            }),
+            Type::Message(m) => {
+                if self.group.len() > 1 {
+                    // Protobuf merges repeated occurrences of a singular message; Go's
+                    // encoders never write them, so the merge goes the slow way.
+                    let mut merged = Vec::new();
+                    for e in self.group {
+                        if let Data::Bytes(b) = e.data {
+                            merged.extend_from_slice(b);
+                        }
+                    }
+                    return value::decode_message(self.schema, *m, &merged, self.depth + 1)?
+                        .deserialize_any(visitor)
+                        .map_err(json_error);
+                }
+                let data = match self.last() {
+                    Data::Bytes(b) => b,
+                    _ => &[],
+                };
+                Msg {
+                    schema: self.schema,
+                    idx: *m,
+                    data,
+                    depth: self.depth + 1,
+                }
+                .deserialize_any(visitor)
+            }
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+fn json_error(e: serde_json::Error) -> Error {
+    Error::new(e.to_string())
+}
+
+/// A scalar as its JSON value; map keys are always strings.
+fn scalar<'de, V: Visitor<'de>>(
+    s: Scalar,
+    d: Data<'de>,
+    key: bool,
+    visitor: V,
+) -> Result<V::Value> {
+    let (v, f32v, f64v) = match d {
+        Data::Varint(v) => (v, 0, v),
+        Data::Fixed32(v) => (u64::from(v), v, 0),
+        Data::Fixed64(v) => (v, 0, v),
+        Data::Zero => (0, 0, 0),
+        Data::Bytes(b) => {
+            return match s {
+                Scalar::String => match std::str::from_utf8(b) {
+                    Ok(text) => visitor.visit_borrowed_str(text),
+                    // Go's JSON encoder writes invalid UTF-8 as U+FFFD.
+                    Err(_) => visitor.visit_string(String::from_utf8_lossy(b).into_owned()),
+                },
+                Scalar::Bytes => {
+                    visitor.visit_string(base64::engine::general_purpose::STANDARD.encode(b))
+                }
+                _ => Err(Error::new(format!(
+                    "a length-delimited value for a {s:?} field"
+                ))),
+            };
+        }
+    };
+    if key {
+        let text = match s {
+            Scalar::Bool => (v != 0).to_string(),
+            Scalar::Int32 | Scalar::Sfixed32 => (v as i32).to_string(),
+            Scalar::Int64 | Scalar::Sfixed64 => (v as i64).to_string(),
+            Scalar::Sint32 => zigzag32(v).to_string(),
+            Scalar::Sint64 => zigzag64(v).to_string(),
+            Scalar::String | Scalar::Bytes => String::new(),
+            _ => v.to_string(),
+        };
+        return visitor.visit_string(text);
+    }
+    match s {
+        Scalar::Int32 | Scalar::Sfixed32 => visitor.visit_i32(v as i32),
+        Scalar::Int64 | Scalar::Sfixed64 => visitor.visit_i64(v as i64),
+        Scalar::Uint32 | Scalar::Fixed32 => visitor.visit_u32(v as u32),
+        Scalar::Uint64 | Scalar::Fixed64 => visitor.visit_u64(v),
+        Scalar::Sint32 => visitor.visit_i32(zigzag32(v)),
+        Scalar::Sint64 => visitor.visit_i64(zigzag64(v)),
+        Scalar::Bool => visitor.visit_bool(v != 0),
+        Scalar::Float => {
+            let f = f32::from_bits(f32v);
+            if !f.is_finite() {
+                return Err(Error::new(format!("unsupported float value {f}")));
+            }
+            // Go prints a float32 with float32 precision.
+            visitor.visit_f64(f.to_string().parse::<f64>().unwrap_or(f64::from(f)))
+        }
+        Scalar::Double => {
+            let f = f64::from_bits(f64v);
+            if !f.is_finite() {
+                return Err(Error::new(format!("unsupported float value {f}")));
+            }
+            visitor.visit_f64(f)
+        }
+        Scalar::String => visitor.visit_borrowed_str(""),
+        Scalar::Bytes => visitor.visit_borrowed_str(""),
+    }
+}
+
+fn zigzag32(v: u64) -> i32 {
+    let v = v as u32;
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
+}
+
+fn zigzag64(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A scalar value on its own (map keys and values, packed elements).
+struct ScalarDe<'de> {
+    s: Scalar,
+    d: Data<'de>,
+    key: bool,
+}
+
+impl<'de> Deserializer<'de> for ScalarDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        scalar(self.s, self.d, self.key, visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// One message: a map of fields, or the JSON form of a special type.
+struct Msg<'de> {
+    schema: &'static Schema,
+    idx: usize,
+    data: &'de [u8],
+    depth: usize,
+}
+
+impl<'de> Msg<'de> {
+    fn special(&self) -> Special {
+        self.schema.messages[self.idx].special
+    }
+
+    /// Whether the JSON form is `null`.
+    fn is_null(&self) -> Result<bool> {
+        Ok(match self.special() {
+            Special::Time | Special::MicroTime => self.data.is_empty(),
+            Special::RawJson => raw_bytes(self.data)?.is_empty(),
+            Special::PropsOrArray | Special::PropsOrStringArray => self.slow()?.is_null(),
+            _ => false,
+        })
+    }
+
+    fn slow(&self) -> Result<serde_json::Value> {
+        value::decode_message(self.schema, self.idx, self.data, self.depth)
+    }
+}
+
+/// The `raw` bytes (field 1) of a RawExtension-like message.
+fn raw_bytes(data: &[u8]) -> Result<&[u8]> {
+    let mut raw: &[u8] = &[];
+    let mut r = Reader::new(data);
+    while let Some((num, wire)) = r.key()? {
+        match (num, wire) {
+            (1, 2) => raw = r.bytes()?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(raw)
+}
+
+/// Reads varint fields 1..3 and bytes fields 1..3 of a small message.
+fn small(data: &[u8]) -> Result<([u64; 4], [&[u8]; 4])> {
+    let mut ints = [0u64; 4];
+    let mut bytes: [&[u8]; 4] = [&[]; 4];
+    let mut r = Reader::new(data);
+    while let Some((num, wire)) = r.key()? {
+        let slot = num as usize;
+        match wire {
+            0 if slot < 4 => ints[slot] = r.varint()?,
+            2 if slot < 4 => bytes[slot] = r.bytes()?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok((ints, bytes))
+}
+
+impl<'de> Deserializer<'de> for Msg<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.special() {
+            Special::None => visitor.visit_map(Fields::new(
+                self.schema,
+                self.idx,
+                self.data,
+                self.depth,
+                None,
+            )?),
+            Special::Time | Special::MicroTime => {
+                if self.data.is_empty() {
+                    return visitor.visit_unit();
+                }
+                let micro = self.special() == Special::MicroTime;
+                let (ints, _) = small(self.data)?;
+                let secs = i128::from(ints[1] as i64);
+                let nanos = if micro {
+                    let n = i64::from(ints[2] as i32);
+                    i128::from(n - n % 1000)
+                } else {
+                    // Kubernetes drops the nanoseconds of a Time.
+                    0
+                };
+                visitor.visit_string(rfc3339(secs * 1_000_000_000 + nanos, micro)?)
+            }
+            Special::Duration => {
+                let (ints, _) = small(self.data)?;
+                visitor.visit_string(go_duration(ints[1] as i64))
+            }
+            Special::IntOrString => {
+                let (ints, bytes) = small(self.data)?;
+                match ints[1] {
+                    0 => visitor.visit_i32(ints[2] as i32),
+                    1 => match std::str::from_utf8(bytes[3]) {
+                        Ok(s) => visitor.visit_borrowed_str(s),
+                        Err(_) => {
+                            visitor.visit_string(String::from_utf8_lossy(bytes[3]).into_owned())
+                        }
+                    },
+                    t => Err(Error::new(format!("impossible IntOrString type {t}"))),
+                }
+            }
+            Special::Quantity => {
+                let (_, bytes) = small(self.data)?;
+                match std::str::from_utf8(bytes[1]) {
+                    Ok("") => visitor.visit_borrowed_str("0"),
+                    Ok(s) => visitor.visit_borrowed_str(s),
+                    Err(_) => Err(Error::new("a Quantity is not UTF-8")),
+                }
+            }
+            Special::RawJson => {
+                let raw = raw_bytes(self.data)?;
+                if raw.is_empty() {
+                    return visitor.visit_unit();
+                }
+                if raw.starts_with(MAGIC) {
+                    return Top::parse(raw, self.depth + 1)?.deserialize_any(visitor);
+                }
+                let mut de = serde_json::Deserializer::from_slice(raw);
+                let v = de::Deserializer::deserialize_any(&mut de, visitor).map_err(json_error)?;
+                de.end().map_err(json_error)?;
+                Ok(v)
+            }
+            Special::PropsOrArray
+            | Special::PropsOrBool
+            | Special::PropsOrStringArray
+            | Special::Wrapper => self.slow()?.deserialize_any(visitor).map_err(json_error),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// A repeated field: its occurrences (packed scalars expanded) as a sequence.
+struct Repeated<'a, 'de> {
+    schema: &'static Schema,
+    ty: Type,
+    entries: &'a [Entry<'de>],
+    depth: usize,
+}
+
+impl<'de> Deserializer<'de> for Repeated<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_seq(Elements {
+            schema: self.schema,
+            ty: self.ty,
+            entries: self.entries,
+            pos: 0,
+            packed: None,
+            index: 0,
+            depth: self.depth,
+        })
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+struct Elements<'a, 'de> {
+    schema: &'static Schema,
+    ty: Type,
+    entries: &'a [Entry<'de>],
+    pos: usize,
+    /// The rest of a packed run of scalars.
+    packed: Option<Reader<'de>>,
+    index: usize,
+    depth: usize,
+}
+
+impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        let index = self.index;
+        let at = |e: Error| e.at(&format!("[{index}]"));
+        if let Type::Scalar(s) = self.ty {
+            loop {
+                if let Some(r) = &mut self.packed {
+                    if !r.at_end() {
+                        let d = read_data(r, s.wire_type()).map_err(at)?;
+                        self.index += 1;
+                        return seed
+                            .deserialize(ScalarDe { s, d, key: false })
+                            .map(Some)
+                            .map_err(at);
+                    }
+                    self.packed = None;
+                }
+                let Some(e) = self.entries.get(self.pos) else {
+                    return Ok(None);
+                };
+                self.pos += 1;
+                match e.data {
+                    Data::Bytes(b) if s.wire_type() != 2 => self.packed = Some(Reader::new(b)),
+                    d => {
+                        self.index += 1;
+                        return seed
+                            .deserialize(ScalarDe { s, d, key: false })
+                            .map(Some)
+                            .map_err(at);
+                    }
+                }
+            }
+        }
+        let Some(e) = self.entries.get(self.pos) else {
+            return Ok(None);
+        };
+        self.pos += 1;
+        self.index += 1;
+        let Type::Message(m) = self.ty else {
+            return Err(Error::new("nested maps are not supported"));
+        };
+        let data = match e.data {
+            Data::Bytes(b) => b,
+            _ => &[],
+        };
+        let v = seed.deserialize(Msg {
+            schema: self.schema,
+            idx: m,
+            data,
+            depth: self.depth + 1,
+        });
+        v.map(Some).map_err(at)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        match self.ty {
+            Type::Message(_) => Some(self.entries.len() - self.pos),
+            _ => None,
+        }
+    }
+}
+
+/// A map field: its entries (`{key = 1; value = 2}` messages).
+struct MapEntries<'a, 'de> {
+    schema: &'static Schema,
+    key: Scalar,
+    value: &'static Type,
+    entries: &'a [Entry<'de>],
+    pos: usize,
+    value_bytes: Option<Data<'de>>,
+    depth: usize,
+}
+
+impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        let Some(e) = self.entries.get(self.pos) else {
+            return Ok(None);
+        };
+        self.pos += 1;
+        let Data::Bytes(entry) = e.data else {
+            return Err(Error::new("a map entry that is not a message"));
+        };
+        let mut key = Data::Zero;
+        let mut value = Data::Zero;
+        let mut r = Reader::new(entry);
+        while let Some((num, wire)) = r.key()? {
+            match num {
+                1 => {
+                    if wire != self.key.wire_type() {
+                        return Err(Error::new(format!(
+                            "wire type {wire} is wrong for a map key"
+                        )));
+                    }
+                    key = read_data(&mut r, wire)?;
+                }
+                2 => {
+                    let want = match self.value {
+                        Type::Scalar(s) => s.wire_type(),
+                        _ => 2,
+                    };
+                    if wire != want {
+                        return Err(Error::new(format!(
+                            "wire type {wire} is wrong for a map value"
+                        )));
+                    }
+                    value = read_data(&mut r, wire)?;
+                }
+                _ => r.skip(wire)?,
+            }
+        }
+        self.value_bytes = Some(value);
+        seed.deserialize(ScalarDe {
+            s: self.key,
+            d: key,
+            key: true,
+        })
+        .map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        let d = self.value_bytes.take().unwrap_or(Data::Zero);
+        match self.value {
+            Type::Scalar(s) => seed.deserialize(ScalarDe {
+                s: *s,
+                d,
+                key: false,
+            }),
+            Type::Message(m) => seed.deserialize(Msg {
+                schema: self.schema,
+                idx: *m,
+                data: match d {
+                    Data::Bytes(b) => b,
+                    _ => &[],
+                },
+                depth: self.depth + 1,
+            }),
+            Type::Map(..) => Err(Error::new("nested maps are not supported")),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.entries.len() - self.pos)
+    }
+}

@@ -1,0 +1,212 @@
+//! The serde deserializer over protobuf gives the same typed objects as decoding the
+//! same body to JSON first, for kubectl's captured bodies and for objects encoded here.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, Pod, ResourceQuota, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kubewright_core::{ObjectList, Status, WatchEvent};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::fmt::Debug;
+
+fn same<K: DeserializeOwned + PartialEq + Debug>(pb: &[u8]) {
+    let via_json: K = serde_json::from_value(kubewright_proto::decode(pb).unwrap()).unwrap();
+    let direct: K = kubewright_proto::from_slice(pb).unwrap();
+    assert_eq!(direct, via_json);
+}
+
+macro_rules! fixture {
+    ($name:literal) => {
+        include_bytes!(concat!("../src/testdata/", $name, ".pb")).as_slice()
+    };
+}
+
+#[test]
+fn kubectl_bodies_decode_as_through_json() {
+    same::<ConfigMap>(fixture!("configmap"));
+    same::<Secret>(fixture!("secret"));
+    same::<Secret>(fixture!("secretreg"));
+    same::<Deployment>(fixture!("deployment"));
+    same::<Namespace>(fixture!("namespace"));
+    same::<ServiceAccount>(fixture!("serviceaccount"));
+    same::<Job>(fixture!("job"));
+    same::<CronJob>(fixture!("cronjob"));
+    same::<Service>(fixture!("service"));
+    same::<Service>(fixture!("nodeport"));
+    same::<Role>(fixture!("role"));
+    same::<RoleBinding>(fixture!("rolebinding"));
+    same::<ClusterRole>(fixture!("clusterrole"));
+    same::<ClusterRoleBinding>(fixture!("clusterrolebinding"));
+    same::<Ingress>(fixture!("ingress"));
+    same::<PodDisruptionBudget>(fixture!("pdb"));
+    same::<PriorityClass>(fixture!("priorityclass"));
+    same::<ResourceQuota>(fixture!("quota"));
+}
+
+/// A pod with most of what a real one carries: volumes (inlined sources), probes
+/// (inlined handlers), quantities, int-or-strings, times, managedFields, owner refs.
+fn pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": "default", "uid": "0b6e5cb6-7d36-4d4c-9f4e-2d4f3c1f7a10",
+            "resourceVersion": "12345", "generation": 1,
+            "creationTimestamp": "2026-12-01T10:00:00Z",
+            "labels": {"app": "web", "pod-template-hash": "5d9c7f6b8"},
+            "annotations": {"kubernetes.io/psp": "restricted", "empty": ""},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c7f6b8",
+                "uid": "7a1c2e7e-1111-2222-3333-444455556666", "controller": true, "blockOwnerDeletion": true}],
+            "finalizers": ["example.com/x"],
+            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                "apiVersion": "v1", "time": "2026-12-01T10:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}]
+        },
+        "spec": {
+            "volumes": [
+                {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+                {"name": "cfg", "configMap": {"name": "web", "defaultMode": 420, "items": [{"key": "a", "path": "a.conf"}]}},
+                {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}], "defaultMode": 420}}
+            ],
+            "containers": [{
+                "name": "web", "image": "nginx:1.27", "args": ["-g", "daemon off;"],
+                "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                "env": [{"name": "A", "value": "1"}, {"name": "EMPTY"},
+                        {"name": "POD", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}],
+                "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "0"}},
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "cfg", "mountPath": "/etc/web", "readOnly": true}],
+                "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http", "scheme": "HTTP"},
+                    "initialDelaySeconds": 3, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
+                "readinessProbe": {"tcpSocket": {"port": 8080}, "timeoutSeconds": 1, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 3},
+                "securityContext": {},
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+                "imagePullPolicy": "IfNotPresent"
+            }],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "serviceAccountName": "default", "serviceAccount": "default", "nodeName": "node-1",
+            "securityContext": {"runAsNonRoot": true, "fsGroup": 2000},
+            "schedulerName": "default-scheduler",
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+            "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-12-01T10:00:05Z"}],
+            "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}], "podIP": "10.244.1.7", "podIPs": [{"ip": "10.244.1.7"}],
+            "startTime": "2026-12-01T10:00:00Z", "qosClass": "Burstable",
+            "containerStatuses": [{"name": "web", "ready": true, "restartCount": 0, "image": "nginx:1.27",
+                "imageID": "docker.io/library/nginx@sha256:abc", "containerID": "containerd://abc", "started": true,
+                "state": {"running": {"startedAt": "2026-12-01T10:00:02Z"}}, "lastState": {}}]
+        }
+    })
+}
+
+#[test]
+fn a_realistic_pod_decodes_as_through_json() {
+    let body = kubewright_proto::encode(&pod("web-1")).unwrap();
+    same::<Pod>(&body);
+    let direct: Pod = kubewright_proto::from_slice(&body).unwrap();
+    // And as the JSON object itself.
+    let from_json: Pod = serde_json::from_value(pod("web-1")).unwrap();
+    assert_eq!(direct, from_json);
+    let c = &direct.spec.as_ref().unwrap().containers[0];
+    assert_eq!(
+        c.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"].0,
+        "500m"
+    );
+    assert_eq!(direct.metadata.managed_fields.as_ref().unwrap().len(), 1);
+}
+
+#[test]
+fn skipping_wrappers_never_see_managed_fields() {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    }
+    let body = kubewright_proto::encode(&pod("web-1")).unwrap();
+    let m: Meta = kubewright_proto::from_slice(&body).unwrap();
+    assert_eq!(m.metadata.name.as_deref(), Some("web-1"));
+}
+
+#[test]
+fn lists_decode_into_object_lists() {
+    let list = json!({"apiVersion": "v1", "kind": "PodList",
+        "metadata": {"resourceVersion": "99", "continue": "abc", "remainingItemCount": 5},
+        "items": [pod("a"), pod("b"), pod("c")]});
+    let body = kubewright_proto::encode(&list).unwrap();
+    let l: ObjectList<Pod> = kubewright_proto::from_slice(&body).unwrap();
+    assert_eq!(l.items.len(), 3);
+    assert_eq!(l.metadata.resource_version.as_deref(), Some("99"));
+    assert_eq!(l.metadata.continue_.as_deref(), Some("abc"));
+    assert_eq!(l.metadata.remaining_item_count, Some(5));
+    assert_eq!(l.items[1].metadata.name.as_deref(), Some("b"));
+    let want: Pod = serde_json::from_value(pod("c")).unwrap();
+    assert_eq!(l.items[2].spec, want.spec);
+    let empty =
+        kubewright_proto::encode(&json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}}))
+            .unwrap();
+    let l: ObjectList<Pod> = kubewright_proto::from_slice(&empty).unwrap();
+    assert!(l.items.is_empty());
+}
+
+#[test]
+fn watch_frames_bookmarks_and_errors() {
+    let frame = kubewright_proto::watch::encode_frame(
+        "MODIFIED",
+        &kubewright_proto::encode(&pod("a")).unwrap(),
+    );
+    let ev: WatchEvent<Pod> = kubewright_proto::watch::from_frame(&frame[4..]).unwrap();
+    assert!(matches!(ev, WatchEvent::Modified(p) if p.metadata.name.as_deref() == Some("a")));
+
+    let bm = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": "42",
+        "annotations": {"k8s.io/initial-events-end": "true"}}});
+    let frame =
+        kubewright_proto::watch::encode_frame("BOOKMARK", &kubewright_proto::encode(&bm).unwrap());
+    let ev: WatchEvent<Pod> = kubewright_proto::watch::from_frame(&frame[4..]).unwrap();
+    assert!(
+        matches!(&ev, WatchEvent::Bookmark(b) if b.is_initial_events_end() && b.metadata.resource_version == "42")
+    );
+
+    let st = json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+        "message": "too old resource version: 1 (3)", "reason": "Expired", "code": 410});
+    let frame =
+        kubewright_proto::watch::encode_frame("ERROR", &kubewright_proto::encode(&st).unwrap());
+    let ev: WatchEvent<Pod> = kubewright_proto::watch::from_frame(&frame[4..]).unwrap();
+    assert!(matches!(ev, WatchEvent::Error(s) if s.is_gone() && s.message.contains("too old")));
+    let s: Status = kubewright_proto::from_slice(&kubewright_proto::encode(&st).unwrap()).unwrap();
+    assert_eq!(s.code, 410);
+}
+
+#[test]
+fn malformed_bodies_are_errors_not_panics() {
+    let good = kubewright_proto::encode(&pod("a")).unwrap();
+    assert!(
+        kubewright_proto::from_slice::<Pod>(b"{}")
+            .unwrap_err()
+            .to_string()
+            .contains("prefix")
+    );
+    // Every truncation and many single-byte corruptions: an error or a value, never a panic.
+    for n in 0..good.len() {
+        let _ = kubewright_proto::from_slice::<Pod>(&good[..n]);
+    }
+    for i in 4..good.len() {
+        for b in [0x00, 0x02, 0x7f, 0x80, 0xff] {
+            let mut bad = good.clone();
+            bad[i] = b;
+            let _ = kubewright_proto::from_slice::<Pod>(&bad);
+        }
+    }
+    let err = kubewright_proto::from_slice::<Pod>(&good[..good.len() - 3]).unwrap_err();
+    assert!(err.to_string().contains("invalid protobuf body"), "{err}");
+    // An unknown kind names itself.
+    let cr = kubewright_proto::write::envelope("example.com/v1", "Widget", &[]);
+    let err = kubewright_proto::from_slice::<Value>(&cr).unwrap_err();
+    assert!(err.to_string().contains("Widget"), "{err}");
+}
