@@ -53,6 +53,8 @@ pub struct Api<K: Resource> {
     dyntype: K::DynamicType,
     namespace: Option<String>,
     skip_managed_fields: bool,
+    /// Ask for Kubernetes protobuf (only for kinds that have it).
+    protobuf: bool,
 }
 
 impl<K: Resource> Debug for Api<K> {
@@ -89,13 +91,16 @@ impl<K: Resource> Api<K> {
     where
         K::DynamicType: Clone,
     {
+        let ct = client.content_type();
         Self {
             request: Request::new(K::url_path(dt, None)),
             client,
             dyntype: dt.clone(),
             namespace: None,
             skip_managed_fields: false,
+            protobuf: false,
         }
+        .with_content_type(ct)
     }
     /// One namespace, with explicit type information.
     pub fn namespaced_with(client: Client, ns: &str, dt: &K::DynamicType) -> Self
@@ -103,13 +108,16 @@ impl<K: Resource> Api<K> {
         K::DynamicType: Clone,
     {
         let namespace = (K::scope(dt) == Scope::Namespaced).then(|| ns.to_string());
+        let ct = client.content_type();
         Self {
             request: Request::new(K::url_path(dt, namespace.as_deref())),
             client,
             dyntype: dt.clone(),
             namespace,
             skip_managed_fields: false,
+            protobuf: false,
         }
+        .with_content_type(ct)
     }
     /// Objects returned by this Api are decoded without `metadata.managedFields` (it
     /// reads as `None`): less memory and CPU for caches and controllers that never read
@@ -128,6 +136,34 @@ impl<K: Resource> Api<K> {
     pub fn without_managed_fields(mut self) -> Self {
         self.skip_managed_fields = true;
         self
+    }
+    /// Sets the wire format of responses ([`ContentType`]; the default comes from
+    /// [`Config::content_type`](crate::Config::content_type)). Protobuf is asked for only
+    /// when the kind has a protobuf form (the built-in kinds); custom resources stay JSON.
+    /// Request bodies are always JSON.
+    ///
+    /// ```no_run
+    /// # async fn run(client: kubewright_client::Client) -> Result<(), kubewright_client::Error> {
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kubewright_client::{Api, ContentType};
+    /// let pods = Api::<Pod>::all(client).with_content_type(ContentType::Protobuf);
+    /// assert_eq!(pods.content_type(), ContentType::Protobuf);
+    /// let list = pods.list(&Default::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_content_type(mut self, ct: crate::ContentType) -> Self {
+        self.protobuf = ct == crate::ContentType::Protobuf
+            && kubewright_proto::supports(&K::api_version(&self.dyntype), &K::kind(&self.dyntype));
+        self
+    }
+    /// The wire format this Api asks for (JSON for kinds without protobuf).
+    pub fn content_type(&self) -> crate::ContentType {
+        if self.protobuf {
+            crate::ContentType::Protobuf
+        } else {
+            crate::ContentType::Json
+        }
     }
     /// Whether [`Api::without_managed_fields`] is on.
     pub fn skips_managed_fields(&self) -> bool {
@@ -151,6 +187,10 @@ impl<K: Resource> Api<K> {
     }
 }
 
+/// client-go's Accept for protobuf clients: protobuf, else JSON (custom resources,
+/// Tables, servers without protobuf).
+const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
+
 fn metadata_accept(list: bool) -> &'static str {
     if list {
         "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -163,8 +203,20 @@ impl<K> Api<K>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
 {
+    /// Asks for protobuf when this Api does and the request has no Accept of its own.
+    fn negotiate(&self, mut req: http::Request<Vec<u8>>) -> http::Request<Vec<u8>> {
+        if self.protobuf && !req.headers().contains_key(http::header::ACCEPT) {
+            req.headers_mut().insert(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static(PROTOBUF_ACCEPT),
+            );
+        }
+        req
+    }
+
     /// Sends a request whose response is one `T` (an object of this type or its metadata).
     async fn one<T: DeserializeOwned>(&self, req: http::Request<Vec<u8>>) -> Result<T> {
+        let req = self.negotiate(req);
         if self.skip_managed_fields {
             let WithoutManagedFields(obj) = self.client.request(req).await?;
             Ok(obj)
@@ -178,6 +230,7 @@ where
         &self,
         req: http::Request<Vec<u8>>,
     ) -> Result<ObjectList<T>> {
+        let req = self.negotiate(req);
         if self.skip_managed_fields {
             let list: ObjectList<WithoutManagedFields<T>> = self.client.request(req).await?;
             Ok(ObjectList {
@@ -195,13 +248,17 @@ where
         &self,
         req: http::Request<Vec<u8>>,
     ) -> Result<impl Stream<Item = Result<WatchEvent<T>>> + Send + use<T, K>> {
-        let chunks = Box::pin(self.client.request_stream(req).await?);
+        let (protobuf, chunks) = self
+            .client
+            .request_stream_typed(self.negotiate(req))
+            .await?;
+        let chunks = Box::pin(chunks);
         Ok(if self.skip_managed_fields {
-            crate::watch::decode_events::<WithoutManagedFields<T>, _>(chunks)
+            crate::watch::decode_stream::<WithoutManagedFields<T>, _>(protobuf, chunks)
                 .map(|ev| ev.map(|ev| ev.map(WithoutManagedFields::into_inner)))
                 .left_stream()
         } else {
-            crate::watch::decode_events::<T, _>(chunks).right_stream()
+            crate::watch::decode_stream::<T, _>(protobuf, chunks).right_stream()
         })
     }
 

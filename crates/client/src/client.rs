@@ -130,6 +130,7 @@ struct Inner {
     headers: Vec<(HeaderName, HeaderValue)>,
     default_namespace: String,
     max_retries: u32,
+    content_type: crate::ContentType,
     timeout: Option<Duration>,
     warnings: Option<WarningHandler>,
     observer: Option<RequestObserver>,
@@ -280,6 +281,7 @@ impl Client {
                 headers,
                 default_namespace: config.default_namespace.clone(),
                 max_retries: config.max_retries,
+                content_type: config.content_type,
                 timeout: config.timeout,
                 warnings: None,
                 observer: None,
@@ -316,6 +318,7 @@ impl Client {
             headers: i.headers.clone(),
             default_namespace: i.default_namespace.clone(),
             max_retries: i.max_retries,
+            content_type: i.content_type,
             timeout: i.timeout,
             warnings: i.warnings.clone(),
             observer: i.observer.clone(),
@@ -325,6 +328,12 @@ impl Client {
         Self {
             inner: Arc::new(inner),
         }
+    }
+
+    /// The wire format [`Api`](crate::Api)s of this client ask for
+    /// ([`Config::content_type`]).
+    pub fn content_type(&self) -> crate::ContentType {
+        self.inner.content_type
     }
 
     /// The namespace from the configuration (context namespace, in-cluster namespace or
@@ -560,13 +569,18 @@ impl Client {
         if gzip { gunzip(&body) } else { Ok(body) }
     }
 
-    /// Sends a request and decodes a JSON response into `T`.
+    /// Sends a request and decodes the response into `T`: JSON, or Kubernetes protobuf
+    /// when the server answered with it (a request that asked for it with an `Accept`
+    /// header, e.g. an [`Api`](crate::Api) with [`ContentType::Protobuf`]).
     pub async fn request<T: DeserializeOwned>(&self, req: Request<Vec<u8>>) -> Result<T> {
-        let (_, body) = self.request_bytes(req).await?;
-        serde_json::from_slice(&body).map_err(|source| Error::Decode {
-            what: short_type_name(std::any::type_name::<T>()),
-            source,
-        })
+        let (resp, deadline) = self.send_until(req, false).await?;
+        let status = resp.status();
+        let protobuf = is_protobuf(resp.headers());
+        let body = self.read_body(resp, deadline).await?;
+        if !status.is_success() {
+            return Err(Error::Api(Box::new(status_from_body(status, &body))));
+        }
+        decode_body(&body, protobuf)
     }
 
     /// Sends a request and returns the text body.
@@ -583,26 +597,39 @@ impl Client {
         &self,
         req: Request<Vec<u8>>,
     ) -> Result<impl Stream<Item = Result<Bytes>> + Send + use<>> {
+        Ok(self.request_stream_typed(req).await?.1)
+    }
+
+    /// [`Client::request_stream`], also telling whether the server answered with
+    /// Kubernetes protobuf (a length-framed watch stream).
+    pub(crate) async fn request_stream_typed(
+        &self,
+        req: Request<Vec<u8>>,
+    ) -> Result<(bool, impl Stream<Item = Result<Bytes>> + Send + use<>)> {
         let (resp, deadline) = self.send_until(req, false).await?;
+        let protobuf = is_protobuf(resp.headers());
         let status = resp.status();
         if !status.is_success() {
             let body = self.read_body(resp, deadline).await?;
             return Err(Error::Api(Box::new(status_from_body(status, &body))));
         }
         let body = resp.into_body();
-        Ok(futures::stream::unfold(body, |mut body| async move {
-            loop {
-                match body.frame().await {
-                    None => return None,
-                    Some(Err(e)) => return Some((Err(Error::Body(Box::new(e))), body)),
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            return Some((Ok(data), body));
+        Ok((
+            protobuf,
+            futures::stream::unfold(body, |mut body| async move {
+                loop {
+                    match body.frame().await {
+                        None => return None,
+                        Some(Err(e)) => return Some((Err(Error::Body(Box::new(e))), body)),
+                        Some(Ok(frame)) => {
+                            if let Ok(data) = frame.into_data() {
+                                return Some((Ok(data), body));
+                            }
                         }
                     }
                 }
-            }
-        }))
+            }),
+        ))
     }
 }
 
@@ -632,6 +659,33 @@ fn fits(deadline: Option<Instant>, wait: Duration) -> bool {
     deadline.is_none_or(|d| Instant::now() + wait < d)
 }
 
+/// Whether a response is Kubernetes protobuf (`application/vnd.kubernetes.protobuf`,
+/// `;stream=watch` for watches).
+pub(crate) fn is_protobuf(h: &http::HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with(kubewright_proto::MEDIA_TYPE)
+        })
+}
+
+/// Decodes a whole response body as JSON or Kubernetes protobuf.
+pub(crate) fn decode_body<T: DeserializeOwned>(body: &[u8], protobuf: bool) -> Result<T> {
+    let what = || short_type_name(std::any::type_name::<T>());
+    if protobuf {
+        return kubewright_proto::from_slice(body).map_err(|source| Error::DecodeProtobuf {
+            what: what(),
+            source,
+        });
+    }
+    serde_json::from_slice(body).map_err(|source| Error::Decode {
+        what: what(),
+        source,
+    })
+}
+
 fn is_gzip(h: &http::HeaderMap) -> bool {
     h.get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -649,6 +703,11 @@ fn gunzip(b: &[u8]) -> Result<Bytes> {
 /// The Status of an error response: decoded when the body is one, else synthesised
 /// from the HTTP code (text/plain 429s, unknown-path 404s, proxies).
 pub fn status_from_body(code: StatusCode, body: &[u8]) -> Status {
+    if body.starts_with(kubewright_proto::MAGIC)
+        && let Ok(s) = kubewright_proto::from_slice::<Status>(body)
+    {
+        return s;
+    }
     if let Ok(mut s) = serde_json::from_slice::<Status>(body)
         && (s.kind == "Status" || !s.reason.is_empty() || s.code != 0)
     {

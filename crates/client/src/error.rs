@@ -39,6 +39,15 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// The response was not the expected Kubernetes protobuf.
+    #[error("failed to decode the {what} response: {source}")]
+    DecodeProtobuf {
+        /// What was being decoded (e.g. `ConfigMap`).
+        what: String,
+        /// What was wrong and where (never the body).
+        #[source]
+        source: kubewright_proto::Error,
+    },
     /// A watch stream broke mid-object or carried malformed data.
     #[error("watch stream error: {0}")]
     Stream(String),

@@ -26,7 +26,7 @@ mod ws;
 
 pub use api::{Api, DeleteResult};
 pub use client::{Client, RequestInfo, RequestObserver};
-pub use config::Config;
+pub use config::{Config, ContentType};
 pub use error::{ConnectError, Error, Result};
 pub use kubewright_core as core;
 pub use skip::WithoutManagedFields;

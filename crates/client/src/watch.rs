@@ -87,6 +87,69 @@ where
     })
 }
 
+/// Decodes a watch stream in the format the server answered with: newline-framed JSON,
+/// or length-framed Kubernetes protobuf (`protobuf`).
+pub(crate) fn decode_stream<K, S>(
+    protobuf: bool,
+    chunks: S,
+) -> impl Stream<Item = Result<WatchEvent<K>>> + Send
+where
+    K: DeserializeOwned + Send + 'static,
+    S: Stream<Item = Result<Bytes>> + Send + Unpin + 'static,
+{
+    if protobuf {
+        decode_protobuf_events(chunks).left_stream()
+    } else {
+        decode_events(chunks).right_stream()
+    }
+}
+
+/// Decodes a Kubernetes protobuf watch stream (`application/vnd.kubernetes.protobuf;
+/// stream=watch`): each event is a 4-byte big-endian length and a `WatchEvent` message,
+/// decoded once its frame is complete. A stream that ends inside a frame, a frame over
+/// 64 MiB or a malformed one yields one [`Error::Stream`] and ends.
+pub fn decode_protobuf_events<K, S>(chunks: S) -> impl Stream<Item = Result<WatchEvent<K>>> + Send
+where
+    K: DeserializeOwned + Send + 'static,
+    S: Stream<Item = Result<Bytes>> + Send + Unpin + 'static,
+{
+    let state = (chunks, BytesMut::new(), false);
+    futures::stream::unfold(state, |(mut chunks, mut buf, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            match kubewright_proto::watch::frame_len(&buf) {
+                Err(e) => {
+                    return Some((Err(Error::Stream(e.to_string())), (chunks, buf, true)));
+                }
+                Ok(Some(n)) => {
+                    let frame = buf.split_to(n);
+                    let ev = kubewright_proto::watch::from_frame::<WatchEvent<K>>(&frame[4..])
+                        .map_err(|e| Error::Stream(format!("malformed watch event: {e}")));
+                    let failed = ev.is_err();
+                    return Some((ev, (chunks, buf, failed)));
+                }
+                Ok(None) => {}
+            }
+            match chunks.next().await {
+                Some(Ok(bytes)) => buf.extend_from_slice(&bytes),
+                Some(Err(e)) => return Some((Err(e), (chunks, buf, true))),
+                None if buf.is_empty() => return None,
+                None => {
+                    let pending = buf.len();
+                    return Some((
+                        Err(Error::Stream(format!(
+                            "watch stream ended in the middle of an event ({pending} bytes pending)"
+                        ))),
+                        (chunks, buf, true),
+                    ));
+                }
+            }
+        }
+    })
+}
+
 struct Framer<S, K> {
     chunks: S,
     buf: BytesMut,
@@ -190,6 +253,77 @@ mod tests {
         let out = decode_split(cut, &[5]).await;
         assert_eq!(out.len(), 6);
         assert!(matches!(&out[5], Err(Error::Stream(m)) if m.contains("middle")));
+    }
+
+    fn pb_events() -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..5 {
+            let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm{i}"), "resourceVersion": i.to_string()},
+                "data": {"k": format!("v é {i}")}});
+            out.extend(kubewright_proto::watch::encode_frame(
+                "ADDED",
+                &kubewright_proto::encode(&cm).unwrap(),
+            ));
+        }
+        let bm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"resourceVersion": "9"}});
+        out.extend(kubewright_proto::watch::encode_frame(
+            "BOOKMARK",
+            &kubewright_proto::encode(&bm).unwrap(),
+        ));
+        out
+    }
+
+    async fn decode_pb(bytes: &[u8], sizes: &[usize]) -> Vec<Result<WatchEvent<ConfigMap>>> {
+        let mut chunks = Vec::new();
+        let (mut i, mut k) = (0, 0);
+        while i < bytes.len() {
+            let end = (i + sizes[k % sizes.len()].max(1)).min(bytes.len());
+            chunks.push(Ok(Bytes::copy_from_slice(&bytes[i..end])));
+            i = end;
+            k += 1;
+        }
+        decode_protobuf_events::<ConfigMap, _>(futures::stream::iter(chunks))
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn protobuf_events_across_arbitrary_chunk_boundaries() {
+        let bytes = pb_events();
+        for sizes in [vec![1], vec![2, 3], vec![7], vec![64, 1, 13], vec![100_000]] {
+            let out = decode_pb(&bytes, &sizes).await;
+            assert_eq!(out.len(), 6, "{sizes:?}");
+            for (i, ev) in out.iter().take(5).enumerate() {
+                match ev {
+                    Ok(WatchEvent::Added(cm)) => {
+                        assert_eq!(cm.metadata.name.as_deref(), Some(format!("cm{i}").as_str()));
+                        assert_eq!(cm.data.as_ref().unwrap()["k"], format!("v é {i}"));
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            assert!(
+                matches!(&out[5], Ok(WatchEvent::Bookmark(b)) if b.metadata.resource_version == "9")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn protobuf_stream_cut_or_corrupt_is_an_error() {
+        let bytes = pb_events();
+        let out = decode_pb(&bytes[..bytes.len() - 3], &[5]).await;
+        assert_eq!(out.len(), 6);
+        assert!(matches!(&out[5], Err(Error::Stream(m)) if m.contains("middle")));
+        // A length over the limit.
+        let out = decode_pb(&[0xff, 0xff, 0xff, 0xff, 1, 2], &[3]).await;
+        assert!(matches!(&out[..], [Err(Error::Stream(m))] if m.contains("larger")));
+        // A frame that is not a WatchEvent.
+        let mut bad = vec![0, 0, 0, 3, 0xff, 0xff, 0xff];
+        bad.extend(pb_events());
+        let out = decode_pb(&bad, &[4]).await;
+        assert!(matches!(&out[..], [Err(Error::Stream(m))] if m.contains("malformed")));
     }
 
     #[tokio::test]

@@ -109,7 +109,7 @@ pub use serde_json;
 #[cfg(feature = "client")]
 pub use kubewright_client as client;
 #[cfg(feature = "client")]
-pub use kubewright_client::{Api, Client, Config, Error};
+pub use kubewright_client::{Api, Client, Config, ContentType, Error};
 
 #[cfg(feature = "runtime")]
 pub use kubewright_runtime as runtime;

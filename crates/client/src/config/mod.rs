@@ -123,6 +123,24 @@ pub struct Config {
     /// (waiting 1 s). A connection that cannot be opened (refused, DNS failure, TLS error,
     /// connect timeout) is never retried: the error is returned at once. `0`: no retries.
     pub max_retries: u32,
+    /// The wire format an [`Api`](crate::Api) asks for on reads and write responses
+    /// (client-go's `ContentType`): JSON (the default) or Kubernetes protobuf for
+    /// built-in kinds. Custom resources, and servers without protobuf, answer JSON.
+    /// Informers use protobuf for built-in kinds whatever this says (see the runtime's
+    /// `SharedInformerFactory::content_type`).
+    pub content_type: ContentType,
+}
+
+/// The wire format for responses of built-in kinds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ContentType {
+    /// `application/json`.
+    #[default]
+    Json,
+    /// `application/vnd.kubernetes.protobuf`, with JSON as the fallback the server uses
+    /// for kinds without a protobuf form. About 3× faster for kube-apiserver to encode
+    /// and for the client to decode, and half the bytes.
+    Protobuf,
 }
 
 /// Default requests per second (client-go).
@@ -240,6 +258,7 @@ impl fmt::Debug for Config {
             .field("headers", &header_names)
             .field("impersonate", &self.impersonate)
             .field("max_retries", &self.max_retries)
+            .field("content_type", &self.content_type)
             .finish()
     }
 }
@@ -268,6 +287,7 @@ impl Config {
             headers: Vec::new(),
             impersonate: None,
             max_retries: DEFAULT_MAX_RETRIES,
+            content_type: ContentType::Json,
         }
     }
 
