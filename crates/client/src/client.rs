@@ -110,6 +110,8 @@ pub struct RequestInfo<'a> {
     pub rate_limiter_wait: Duration,
     /// 0 for the first attempt, then 1, 2, ... for retries.
     pub attempt: u32,
+    /// The response's `Content-Type` (e.g. `application/vnd.kubernetes.protobuf`).
+    pub content_type: Option<&'a str>,
 }
 
 /// A callback observing every HTTP attempt.
@@ -444,6 +446,11 @@ impl Client {
                     duration: started.elapsed(),
                     rate_limiter_wait,
                     attempt,
+                    content_type: result
+                        .as_ref()
+                        .and_then(|r| r.as_ref().ok())
+                        .and_then(|r| r.headers().get(header::CONTENT_TYPE))
+                        .and_then(|v| v.to_str().ok()),
                 });
             }
             let resp = match result {
