@@ -234,9 +234,12 @@ impl<'de> Deserializer<'de> for Top<'de> {
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _name: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value> {
+        if name == crate::RAW_MESSAGE && matches!(self.target, Target::Message(_)) {
+            return visitor.visit_borrowed_bytes(self.data);
+        }
         visitor.visit_newtype_struct(self)
     }
 
@@ -946,9 +949,12 @@ impl<'de> Deserializer<'de> for Msg<'de> {
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _name: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value> {
+        if name == crate::RAW_MESSAGE && self.special() == Special::None {
+            return visitor.visit_borrowed_bytes(self.data);
+        }
         visitor.visit_newtype_struct(self)
     }
 
@@ -1165,4 +1171,35 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
     fn size_hint(&self) -> Option<usize> {
         Some(self.entries.len() - self.pos)
     }
+}
+
+/// The object's message (the `raw` of its envelope, or a list item) with
+/// `metadata.managedFields` left out: every other byte is copied as it is. Objects of
+/// every built-in kind carry their `ObjectMeta` as field 1, and `managedFields` is its
+/// field 17.
+pub fn strip_managed_fields(raw: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut r = Reader::new(raw);
+    loop {
+        let start = r.pos;
+        let Some((num, wire)) = r.key()? else { break };
+        if (num, wire) != (1, 2) {
+            r.skip(wire)?;
+            out.extend_from_slice(&raw[start..r.pos]);
+            continue;
+        }
+        let meta = r.bytes()?;
+        let mut kept = Vec::with_capacity(meta.len());
+        let mut m = Reader::new(meta);
+        loop {
+            let s = m.pos;
+            let Some((n, w)) = m.key()? else { break };
+            m.skip(w)?;
+            if n != 17 {
+                kept.extend_from_slice(&meta[s..m.pos]);
+            }
+        }
+        crate::encode::ld(1, &kept, &mut out);
+    }
+    Ok(out)
 }

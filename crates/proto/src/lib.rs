@@ -34,7 +34,7 @@ mod value;
 pub mod watch;
 mod wire;
 
-pub use de::{from_raw, from_slice};
+pub use de::{from_raw, from_slice, strip_managed_fields};
 pub use encode::{EncodeError, encode, supports};
 pub use value::decode;
 
@@ -45,6 +45,11 @@ pub mod write {
 
 /// The prefix of every Kubernetes protobuf body.
 pub const MAGIC: &[u8; 4] = b"k8s\0";
+/// The newtype name that asks this crate's deserializer for the raw protobuf message of
+/// an object (`visit_borrowed_bytes`) instead of its fields: a type whose `Deserialize`
+/// calls `deserialize_newtype_struct(RAW_MESSAGE, visitor)` receives the message bytes
+/// from protobuf and `visit_newtype_struct` from any other format (e.g. JSON).
+pub const RAW_MESSAGE: &str = "$kubewright_proto::RawMessage";
 /// The Kubernetes protobuf media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 

@@ -22,6 +22,7 @@ pub mod finalizer;
 pub mod health;
 pub mod informer;
 pub mod leaderelection;
+pub mod lean;
 pub mod manager;
 pub mod metrics;
 pub mod multicluster;

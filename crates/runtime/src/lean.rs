@@ -1,0 +1,320 @@
+//! Lean caches: objects kept in their compact encoded form and decoded on read.
+//!
+//! A decoded k8s-openapi `Pod` takes ~40 KB of heap, most of it the inline layout of the
+//! many `Option` fields of `PodSpec`, `Container` and `Volume`; its protobuf message,
+//! without `managedFields`, is a few KB. An informer of [`Lean<K>`] instead of `K`
+//! caches each object as that message (JSON for kinds without protobuf, e.g. custom
+//! resources) plus the metadata that keys, selectors and owner lookups need, and decodes
+//! the full object only when it is asked for. Everything else is the same informer:
+//! the same store, indexes, listers, handlers and controllers.
+//!
+//! * [`Lean::object`] decodes (a keyed `get` of a pod: a few µs, see
+//!   docs/performance.md); a small process-wide cache keeps the most recently decoded
+//!   objects, and every arriving object is put in it, so handlers and reconcilers that
+//!   react to a change get the object without decoding it again.
+//! * [`Resource::meta`] of a `Lean<K>` has the name, namespace, uid, resourceVersion,
+//!   generation, creation and deletion timestamps, labels, owner references and
+//!   finalizers; annotations and `managedFields` are not kept there (annotations are in
+//!   the object).
+//! * Index functions run when an object arrives; they may read [`Lean::object`].
+//! * Listing everything decodes everything: iterate and decode only what you need.
+//!
+//! ```no_run
+//! # async fn run(client: kubewright_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kubewright_runtime::factory::{InformerParams, SharedInformerFactory};
+//! use kubewright_runtime::lean::Lean;
+//!
+//! let factory = SharedInformerFactory::new(client);
+//! let pods = factory.informer::<Lean<Pod>>(InformerParams::default());
+//! factory.start();
+//! factory.wait_for_cache_sync(std::time::Duration::from_secs(60)).await?;
+//! if let Some(p) = pods.store().get_by_name(Some("default"), "web-0") {
+//!     let pod = p.object()?; // Arc<Pod>, decoded on demand
+//!     println!("{:?}", pod.spec.as_ref().map(|s| &s.node_name));
+//! }
+//! # Ok(()) }
+//! ```
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubewright_core::Resource;
+use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+use std::any::Any;
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// Why a lean object could not be decoded (its bytes were decoded once already when
+/// it arrived, so this means memory corruption or a decoder bug, not bad input).
+#[derive(Debug, thiserror::Error)]
+pub enum LeanError {
+    /// The protobuf message did not decode.
+    #[error("lean object: {0}")]
+    Protobuf(#[from] kubewright_proto::Error),
+    /// The JSON did not decode.
+    #[error("lean object: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Protobuf,
+    Json,
+}
+
+/// An object cached in its compact encoded form; see the [module docs](self).
+pub struct Lean<K> {
+    id: u64,
+    meta: ObjectMeta,
+    bytes: Arc<[u8]>,
+    format: Format,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Lean<K> {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id,
+            meta: self.meta.clone(),
+            bytes: self.bytes.clone(),
+            format: self.format,
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Lean<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lean")
+            .field("namespace", &self.meta.namespace)
+            .field("name", &self.meta.name)
+            .field("resource_version", &self.meta.resource_version)
+            .field("format", &self.format)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Default number of decoded objects kept by [`Lean`]'s process-wide cache.
+pub const DEFAULT_DECODED_CACHE: usize = 1024;
+
+static CAPACITY: AtomicUsize = AtomicUsize::new(DEFAULT_DECODED_CACHE);
+
+/// The most recently decoded objects of every lean type, by object id (FIFO).
+#[derive(Default)]
+struct Decoded {
+    map: HashMap<u64, Arc<dyn Any + Send + Sync>>,
+    order: VecDeque<u64>,
+}
+
+static DECODED: LazyLock<Mutex<Decoded>> = LazyLock::new(Mutex::default);
+
+fn decoded() -> std::sync::MutexGuard<'static, Decoded> {
+    DECODED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn remember(id: u64, obj: Arc<dyn Any + Send + Sync>) {
+    let cap = CAPACITY.load(Ordering::Relaxed);
+    if cap == 0 {
+        return;
+    }
+    let mut d = decoded();
+    if d.map.insert(id, obj).is_none() {
+        d.order.push_back(id);
+    }
+    while d.order.len() > cap {
+        if let Some(old) = d.order.pop_front() {
+            // Dropped after the lock is released would be nicer, but a decoded object's
+            // drop is cheap next to decoding it.
+            d.map.remove(&old);
+        }
+    }
+}
+
+/// Sets how many decoded objects the process-wide cache keeps (default
+/// [`DEFAULT_DECODED_CACHE`]; 0 turns it off).
+pub fn set_decoded_cache_capacity(n: usize) {
+    CAPACITY.store(n, Ordering::Relaxed);
+    let mut d = decoded();
+    while d.order.len() > n {
+        if let Some(old) = d.order.pop_front() {
+            d.map.remove(&old);
+        }
+    }
+}
+
+/// The metadata a lean object keeps at hand.
+fn trimmed(m: &ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: m.name.clone(),
+        namespace: m.namespace.clone(),
+        uid: m.uid.clone(),
+        resource_version: m.resource_version.clone(),
+        generation: m.generation,
+        creation_timestamp: m.creation_timestamp.clone(),
+        deletion_timestamp: m.deletion_timestamp.clone(),
+        labels: m.labels.clone(),
+        owner_references: m.owner_references.clone(),
+        finalizers: m.finalizers.clone(),
+        ..Default::default()
+    }
+}
+
+impl<K> Lean<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    fn new(obj: K, bytes: Vec<u8>, format: Format) -> Self {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let meta = trimmed(obj.meta());
+        remember(id, Arc::new(obj));
+        Self {
+            id,
+            meta,
+            bytes: bytes.into(),
+            format,
+            _k: PhantomData,
+        }
+    }
+
+    /// A lean copy of a decoded object (stored as JSON without `managedFields`).
+    pub fn from_object(mut obj: K) -> Result<Self, LeanError>
+    where
+        K: Serialize,
+    {
+        obj.meta_mut().managed_fields = None;
+        let bytes = serde_json::to_vec(&obj)?;
+        Ok(Self::new(obj, bytes, Format::Json))
+    }
+
+    /// The decoded object: from the cache of recently decoded objects, else decoded now.
+    pub fn object(&self) -> Result<Arc<K>, LeanError> {
+        let hit = decoded().map.get(&self.id).cloned();
+        if let Some(hit) = hit
+            && let Ok(obj) = hit.downcast::<K>()
+        {
+            return Ok(obj);
+        }
+        let obj = Arc::new(self.decode()?);
+        remember(self.id, obj.clone());
+        Ok(obj)
+    }
+
+    /// Decodes the object, bypassing the cache.
+    pub fn decode(&self) -> Result<K, LeanError> {
+        Ok(match self.format {
+            Format::Protobuf => {
+                let dt = K::DynamicType::default();
+                kubewright_proto::from_raw(&K::api_version(&dt), &K::kind(&dt), &self.bytes)?
+            }
+            Format::Json => serde_json::from_slice(&self.bytes)?,
+        })
+    }
+}
+
+impl<K> Lean<K> {
+    /// Bytes held for the encoded object.
+    pub fn encoded_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the object is held as protobuf (else JSON).
+    pub fn is_protobuf(&self) -> bool {
+        self.format == Format::Protobuf
+    }
+}
+
+impl<K: Resource> Resource for Lean<K> {
+    type DynamicType = K::DynamicType;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn scope(dt: &Self::DynamicType) -> kubewright_core::Scope {
+        K::scope(dt)
+    }
+    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+    /// The kept metadata (see the [module docs](self)).
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    /// The kept metadata; changing it does not change the encoded object.
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+impl<'de, K> Deserialize<'de> for Lean<K>
+where
+    K: Resource + DeserializeOwned + Serialize + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_newtype_struct(kubewright_proto::RAW_MESSAGE, LeanVisitor(PhantomData))
+    }
+}
+
+struct LeanVisitor<K>(PhantomData<fn() -> K>);
+
+impl<'de, K> Visitor<'de> for LeanVisitor<K>
+where
+    K: Resource + DeserializeOwned + Serialize + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    type Value = Lean<K>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    /// Protobuf: the object's message. It is decoded once (validating it and priming the
+    /// cache of decoded objects) and kept without `managedFields`.
+    fn visit_bytes<E: de::Error>(self, raw: &[u8]) -> Result<Self::Value, E> {
+        let dt = K::DynamicType::default();
+        let mut obj: K = kubewright_proto::from_raw(&K::api_version(&dt), &K::kind(&dt), raw)
+            .map_err(E::custom)?;
+        obj.meta_mut().managed_fields = None;
+        let bytes = kubewright_proto::strip_managed_fields(raw).map_err(E::custom)?;
+        Ok(Lean::new(obj, bytes, Format::Protobuf))
+    }
+
+    /// Any other format (JSON): the object, kept as compact JSON without
+    /// `managedFields`.
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        let mut obj = K::deserialize(d)?;
+        obj.meta_mut().managed_fields = None;
+        let bytes = serde_json::to_vec(&obj).map_err(de::Error::custom)?;
+        Ok(Lean::new(obj, bytes, Format::Json))
+    }
+}
+
+impl<K> Serialize for Lean<K>
+where
+    K: Resource + DeserializeOwned + Serialize + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    /// Serializes the decoded object.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.object()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
