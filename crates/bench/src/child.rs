@@ -34,9 +34,12 @@ pub struct ChildArgs {
     /// Where the pods are served from (recorded replay or embedded server).
     #[arg(long, value_parser = parse_mode)]
     pub mode: Mode,
-    /// Base URL of the (plain HTTP) server.
+    /// Base URL of the (plain HTTP) server; unused with `--kubeconfig`.
     #[arg(long)]
     pub url: String,
+    /// A kubeconfig to reach a real cluster with (its current context).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
     /// Namespace of the pods.
     #[arg(long)]
     pub namespace: String,
@@ -71,7 +74,12 @@ fn parse_mode(s: &str) -> Result<Mode, String> {
 impl ChildArgs {
     /// The command-line arguments (after [`CHILD_COMMAND`]) that reproduce these args.
     pub(crate) fn to_args(&self) -> Vec<String> {
-        vec![
+        let mut args = self
+            .kubeconfig
+            .as_ref()
+            .map(|k| vec!["--kubeconfig".to_string(), k.display().to_string()])
+            .unwrap_or_default();
+        args.extend([
             "--variant".into(),
             self.variant.to_string(),
             "--mode".into(),
@@ -92,7 +100,8 @@ impl ChildArgs {
             self.settle_ms.to_string(),
             "--timeout-secs".into(),
             self.timeout_secs.to_string(),
-        ]
+        ]);
+        args
     }
 }
 
@@ -111,6 +120,10 @@ pub struct SyncResult {
     pub rss_after_sync: u64,
     /// Peak RSS up to that point, bytes.
     pub peak_rss_sync: u64,
+    /// Median time of a keyed read of a cached pod (the lean variant decodes it),
+    /// microseconds, over 2,000 random keys.
+    #[serde(default)]
+    pub get_p50_us: f64,
 }
 
 /// What the child reports at the end.
@@ -251,6 +264,8 @@ impl Counter {
 trait Cache: Send + Sync {
     fn len(&self) -> usize;
     fn gen_sum(&self) -> u64;
+    /// Reads pod `name` as a whole `Pod` (decoding it if the cache keeps it encoded).
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>>;
     fn backlog(&self) -> Option<usize> {
         None
     }
@@ -271,8 +286,46 @@ impl Cache for KubewrightCache {
     fn len(&self) -> usize {
         self.0.store().len()
     }
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.0.store().get_by_name(Some(namespace), name)
+    }
     fn gen_sum(&self) -> u64 {
         self.0.store().list().iter().map(|p| gen_of(p)).sum()
+    }
+    fn backlog(&self) -> Option<usize> {
+        Some(self.0.max_handler_backlog())
+    }
+}
+
+type LeanPod = kubewright_runtime::lean::Lean<Pod>;
+
+struct LeanCache(Arc<kubewright_runtime::Informer<LeanPod>>);
+
+impl Cache for LeanCache {
+    fn len(&self) -> usize {
+        self.0.store().len()
+    }
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.0
+            .store()
+            .get_by_name(Some(namespace), name)
+            .and_then(|l| l.object().ok())
+    }
+    fn gen_sum(&self) -> u64 {
+        use kubewright_core::Resource;
+        self.0
+            .store()
+            .list()
+            .iter()
+            .map(|p| {
+                p.meta()
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(GEN_LABEL))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
     }
     fn backlog(&self) -> Option<usize> {
         Some(self.0.max_handler_backlog())
@@ -284,6 +337,10 @@ struct KubeRsCache(kube::runtime::reflector::Store<Pod>);
 impl Cache for KubeRsCache {
     fn len(&self) -> usize {
         self.0.state().len()
+    }
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.0
+            .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
     }
     fn gen_sum(&self) -> u64 {
         self.0.state().iter().map(|p| gen_of(p)).sum()
@@ -300,10 +357,13 @@ async fn start(
     timeout: Duration,
 ) -> Result<(Box<dyn Cache>, Guard), BenchError> {
     match args.variant {
-        Variant::Kubewright | Variant::KubewrightKeep => {
+        Variant::Kubewright | Variant::KubewrightKeep | Variant::KubewrightJson => {
             start_kubewright(args, counter, timeout).await
         }
-        Variant::KubeRs | Variant::KubeRsStrip => start_kube_rs(args, counter, timeout).await,
+        Variant::KubewrightLean => start_lean(args, counter, timeout).await,
+        Variant::KubeRs | Variant::KubeRsStrip | Variant::KubeRsStreaming => {
+            start_kube_rs(args, counter, timeout).await
+        }
     }
 }
 
@@ -316,9 +376,12 @@ async fn start_kubewright(
         HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
     };
     let client = kubewright_client(args)?;
-    let factory = SharedInformerFactory::new(client)
+    let mut factory = SharedInformerFactory::new(client)
         .with_config(ReflectorConfig::default().page_size(args.page_size))
         .strip_managed_fields(args.variant != Variant::KubewrightKeep);
+    if args.variant == Variant::KubewrightJson {
+        factory = factory.content_type(kubewright_client::ContentType::Json);
+    }
     let informer = factory.informer::<Pod>(InformerParams::default().namespace(&args.namespace));
     informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
     factory.start();
@@ -332,13 +395,46 @@ async fn start_kubewright(
     ))
 }
 
+async fn start_lean(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    use kubewright_runtime::{
+        HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
+    };
+    let client = kubewright_client(args)?;
+    let factory = SharedInformerFactory::new(client)
+        .with_config(ReflectorConfig::default().page_size(args.page_size));
+    let informer =
+        factory.informer::<LeanPod>(InformerParams::default().namespace(&args.namespace));
+    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
+    factory.start();
+    factory
+        .wait_for_cache_sync(timeout)
+        .await
+        .map_err(|e| BenchError::Child(format!("kubewright lean informer: {e}")))?;
+    Ok((
+        Box::new(LeanCache(informer.clone())),
+        Box::new((factory, informer)),
+    ))
+}
+
 fn kubewright_client(args: &ChildArgs) -> Result<kubewright_client::Client, BenchError> {
-    let uri: http::Uri = args
-        .url
-        .parse()
-        .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?;
     // Shipped defaults, client-go's 5 QPS / burst 10 included.
-    let config = kubewright_client::Config::new(uri);
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kubewright_client::config::Kubeconfig::read_from(path)
+                .map_err(|e| BenchError::Child(format!("kubeconfig {}: {e}", path.display())))?;
+            kubewright_client::Config::from_custom_kubeconfig(kc, &Default::default())
+                .map_err(|e| BenchError::Child(format!("kubeconfig {}: {e}", path.display())))?
+        }
+        None => kubewright_client::Config::new(
+            args.url
+                .parse()
+                .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?,
+        ),
+    };
     kubewright_client::Client::new(config)
         .map_err(|e| BenchError::Child(format!("kubewright client: {e}")))
 }
@@ -349,15 +445,28 @@ async fn start_kube_rs(
     timeout: Duration,
 ) -> Result<(Box<dyn Cache>, Guard), BenchError> {
     use kube::runtime::{WatchStreamExt, reflector, watcher};
-    let uri: http::Uri = args
-        .url
-        .parse()
-        .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?;
-    let client = kube::Client::try_from(kube::Config::new(uri))
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| BenchError::Child(format!("kubeconfig {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| BenchError::Child(format!("kubeconfig {}: {e}", path.display())))?
+        }
+        None => kube::Config::new(
+            args.url
+                .parse()
+                .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?,
+        ),
+    };
+    let client = kube::Client::try_from(config)
         .map_err(|e| BenchError::Child(format!("kube client: {e}")))?;
     let api: kube::Api<Pod> = kube::Api::namespaced(client, &args.namespace);
     let (reader, writer) = reflector::store::<Pod>();
-    let wc = watcher::Config::default().page_size(args.page_size);
+    let mut wc = watcher::Config::default().page_size(args.page_size);
+    if args.variant == Variant::KubeRsStreaming {
+        wc = wc.streaming_lists();
+    }
     let events = if args.variant == Variant::KubeRsStrip {
         watcher(api, wc)
             .modify(|pod| pod.metadata.managed_fields = None)
@@ -402,6 +511,24 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The median time of reading 2,000 random pods by key, microseconds.
+fn keyed_get_p50(cache: &dyn Cache, namespace: &str, pods: usize) -> f64 {
+    let mut times = Vec::with_capacity(2000);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let name = crate::pods::pod_name((x % pods.max(1) as u64) as usize);
+        let t = Instant::now();
+        let pod = cache.get(namespace, &name);
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(pod);
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
 /// Runs one child: sync, report, count events, verify, report.
 pub async fn run_child(args: ChildArgs) -> Result<(), BenchError> {
     let timeout = Duration::from_secs(args.timeout_secs);
@@ -427,13 +554,17 @@ pub async fn run_child(args: ChildArgs) -> Result<(), BenchError> {
     let sync_cpu_secs = procfs::cpu_seconds() - cpu0;
     let synced_objects = cache.len();
     tokio::time::sleep(Duration::from_millis(args.settle_ms)).await;
+    let rss_after_sync = procfs::rss();
+    let peak_rss_sync = procfs::peak_rss();
+    let get_p50_us = keyed_get_p50(&*cache, &args.namespace, args.pods);
     let sync = SyncResult {
         baseline_rss,
         sync_secs,
         sync_cpu_secs,
         synced_objects,
-        rss_after_sync: procfs::rss(),
-        peak_rss_sync: procfs::peak_rss(),
+        rss_after_sync,
+        peak_rss_sync,
+        get_p50_us,
     };
     emit("synced", &sync)?;
 

@@ -78,50 +78,67 @@ pub enum BenchError {
 /// A library and its configuration under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Variant {
-    /// kubewright `SharedInformerFactory` informer, default settings (`managedFields`
-    /// skipped while decoding).
+    /// kubewright `SharedInformerFactory` informer, default settings (protobuf for
+    /// built-in kinds, `managedFields` skipped while decoding).
     Kubewright,
     /// The same with `strip_managed_fields(false)`: objects cached with `managedFields`.
     KubewrightKeep,
+    /// The default informer asking for JSON (`content_type(ContentType::Json)`).
+    KubewrightJson,
+    /// A lean informer (`Informer<Lean<Pod>>`): objects kept encoded, decoded on read.
+    KubewrightLean,
     /// kube-rs `watcher` + `reflector`, default settings.
     KubeRs,
     /// The same with `.modify()` removing `managedFields` before the reflector.
     KubeRsStrip,
+    /// kube-rs with streaming lists (`watcher::Config::streaming_lists()`).
+    KubeRsStreaming,
 }
 
 impl Variant {
     /// The variants run by default, in table order.
-    pub const DEFAULT: [Variant; 4] = [
+    pub const DEFAULT: [Variant; 7] = [
         Variant::Kubewright,
         Variant::KubewrightKeep,
+        Variant::KubewrightJson,
+        Variant::KubewrightLean,
         Variant::KubeRs,
         Variant::KubeRsStrip,
+        Variant::KubeRsStreaming,
     ];
 
     /// Every variant.
-    pub const ALL: [Variant; 4] = Variant::DEFAULT;
+    pub const ALL: [Variant; 7] = Variant::DEFAULT;
 
     /// The name used on the command line and in the table.
     pub fn name(self) -> &'static str {
         match self {
             Variant::Kubewright => "kubewright",
             Variant::KubewrightKeep => "kubewright+managedFields",
+            Variant::KubewrightJson => "kubewright+json",
+            Variant::KubewrightLean => "kubewright+lean",
             Variant::KubeRs => "kube-rs",
             Variant::KubeRsStrip => "kube-rs+strip",
+            Variant::KubeRsStreaming => "kube-rs+streaming",
         }
     }
 
     /// Whether this is a kubewright variant.
     pub fn is_kubewright(self) -> bool {
-        !matches!(self, Variant::KubeRs | Variant::KubeRsStrip)
+        !matches!(
+            self,
+            Variant::KubeRs | Variant::KubeRsStrip | Variant::KubeRsStreaming
+        )
     }
 
     /// The kube-rs variant that caches the same content as a kubewright variant.
     pub fn baseline(self) -> Option<Variant> {
         match self {
-            Variant::Kubewright => Some(Variant::KubeRsStrip),
+            Variant::Kubewright | Variant::KubewrightJson | Variant::KubewrightLean => {
+                Some(Variant::KubeRsStrip)
+            }
             Variant::KubewrightKeep => Some(Variant::KubeRs),
-            Variant::KubeRs | Variant::KubeRsStrip => None,
+            Variant::KubeRs | Variant::KubeRsStrip | Variant::KubeRsStreaming => None,
         }
     }
 }
@@ -154,6 +171,8 @@ pub enum Mode {
     Replay,
     /// The embedded API server, with the parent patching pods during the watch.
     Live,
+    /// A real cluster (`--kubeconfig`), with the parent patching pods during the watch.
+    Cluster,
 }
 
 impl Mode {
@@ -162,6 +181,7 @@ impl Mode {
         match self {
             Mode::Replay => "replay",
             Mode::Live => "live",
+            Mode::Cluster => "cluster",
         }
     }
 }
@@ -178,7 +198,10 @@ impl FromStr for Mode {
         match s.trim() {
             "replay" => Ok(Mode::Replay),
             "live" => Ok(Mode::Live),
-            other => Err(format!("unknown mode {other:?} (expected replay or live)")),
+            "cluster" => Ok(Mode::Cluster),
+            other => Err(format!(
+                "unknown mode {other:?} (expected replay, live or cluster)"
+            )),
         }
     }
 }
@@ -221,6 +244,10 @@ pub struct BenchOptions {
     pub timeout: Duration,
     /// Print progress to stderr.
     pub progress: bool,
+    /// Run against the real cluster of this kubeconfig (its current context) instead of
+    /// the embedded server: mode [`Mode::Cluster`]. The pods go to a namespace of their
+    /// own, deleted at the end.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl Default for BenchOptions {
@@ -242,6 +269,7 @@ impl Default for BenchOptions {
                 .unwrap_or_default(),
             timeout: Duration::from_secs(900),
             progress: true,
+            kubeconfig: None,
         }
     }
 }
@@ -270,6 +298,11 @@ impl BenchOptions {
         }
         if self.page_size == 0 {
             return Err(BenchError::Options("--page-size must be at least 1".into()));
+        }
+        if self.kubeconfig.is_some() != (self.modes == [Mode::Cluster]) {
+            return Err(BenchError::Options(
+                "mode cluster and --kubeconfig go together (and with no other mode)".into(),
+            ));
         }
         Ok(())
     }
@@ -318,6 +351,11 @@ pub struct BenchArgs {
     /// No progress messages on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Run against the real cluster of this kubeconfig (current context): pods are
+    /// created in a namespace of their own, patched during the watch, and deleted at the
+    /// end. Implies `--mode cluster`.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -365,6 +403,10 @@ impl BenchArgs {
             };
         }
         o.progress = !self.quiet;
+        if let Some(k) = self.kubeconfig {
+            o.kubeconfig = Some(k);
+            o.modes = vec![Mode::Cluster];
+        }
         o.validate()?;
         Ok(o)
     }
@@ -387,6 +429,9 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
             .map_err(|e| BenchError::Setup(format!("cannot find the current executable: {e}")))?,
     };
     let started = Instant::now();
+    if let Some(kubeconfig) = opts.kubeconfig.clone() {
+        return run_cluster(&opts, &exe, kubeconfig, started).await;
+    }
     let replays = opts.modes.contains(&Mode::Replay);
     let server = kubewright_apiserver::TestServer::builder()
         .history(opts.pods + opts.events + 10_000)
@@ -438,7 +483,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
     }
     let list_bytes = match list_stats {
         Some((b, _, _)) => b,
-        None => measure_list_bytes(&http, opts.page_size).await?,
+        None => measure_list_bytes(&http, NAMESPACE, opts.page_size).await?,
     };
 
     let mut results = Vec::new();
@@ -466,6 +511,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
                     variant,
                     mode,
                     url,
+                    kubeconfig: None,
                     namespace: NAMESPACE.to_string(),
                     pods: opts.pods,
                     events: opts.events as u64,
@@ -524,12 +570,108 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
     })
 }
 
+/// The benchmark against a real cluster: pods in a namespace of their own, every
+/// variant synced from the cluster while the parent patches the pods.
+async fn run_cluster(
+    opts: &BenchOptions,
+    exe: &PathBuf,
+    kubeconfig: PathBuf,
+    started: Instant,
+) -> Result<Report, BenchError> {
+    let http = load::Http::kube(&kubeconfig)?;
+    let namespace = format!("kw-bench-{:08x}", rand_u32());
+    progress(
+        opts,
+        format_args!("creating {} pods in namespace {namespace} of the cluster", opts.pods),
+    );
+    let t = Instant::now();
+    let outcome = async {
+        load::create_cluster_pods(&http, &namespace, opts.pods, opts.concurrency).await?;
+        let create_secs = t.elapsed().as_secs_f64();
+        let list_bytes = measure_list_bytes(&http, &namespace, opts.page_size).await?;
+        let mut applied = 0usize;
+        let mut results = Vec::new();
+        for &variant in &opts.variants {
+            let mut runs = Vec::new();
+            for run in 0..opts.repeat.max(1) {
+                progress(
+                    opts,
+                    format_args!("{variant} (cluster), run {} of {}", run + 1, opts.repeat),
+                );
+                let first = applied;
+                let args = ChildArgs {
+                    variant,
+                    mode: Mode::Cluster,
+                    url: String::new(),
+                    kubeconfig: Some(kubeconfig.clone()),
+                    namespace: namespace.clone(),
+                    pods: opts.pods,
+                    events: opts.events as u64,
+                    expect_gen_sum: (first + opts.events) as u64,
+                    page_size: opts.page_size,
+                    settle_ms: 500,
+                    timeout_secs: opts.timeout.as_secs().max(1),
+                };
+                let result = run_one(exe, args, opts, |_| {
+                    load::apply_updates(
+                        &http,
+                        &namespace,
+                        opts.pods,
+                        first,
+                        opts.events,
+                        opts.concurrency,
+                    )
+                })
+                .await?;
+                applied += opts.events;
+                runs.push(result);
+            }
+            results.push(VariantReport {
+                variant,
+                mode: Mode::Cluster,
+                result: report::median(&runs),
+                runs,
+            });
+        }
+        Ok::<_, BenchError>((create_secs, list_bytes, results))
+    }
+    .await;
+    progress(opts, format_args!("deleting namespace {namespace}"));
+    let deleted = http.delete(&format!("/api/v1/namespaces/{namespace}")).await;
+    let (create_secs, list_bytes, results) = outcome?;
+    deleted?;
+    Ok(Report {
+        pods: opts.pods,
+        events: opts.events,
+        page_size: opts.page_size,
+        avg_object_bytes: list_bytes / opts.pods.max(1),
+        watch_bytes: None,
+        create_secs,
+        record_secs: None,
+        total_secs: started.elapsed().as_secs_f64(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        recording: None,
+        results,
+    })
+}
+
+fn rand_u32() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    t ^ std::process::id().rotate_left(16)
+}
+
 /// Bytes of one full paged list (to report the object size when nothing was recorded).
-async fn measure_list_bytes(http: &load::Http, page_size: u32) -> Result<usize, BenchError> {
+async fn measure_list_bytes(
+    http: &load::Http,
+    namespace: &str,
+    page_size: u32,
+) -> Result<usize, BenchError> {
     let mut total = 0;
     let mut token = String::new();
     loop {
-        let mut path = format!("/api/v1/namespaces/{NAMESPACE}/pods?limit={page_size}");
+        let mut path = format!("/api/v1/namespaces/{namespace}/pods?limit={page_size}");
         if !token.is_empty() {
             path.push_str("&continue=");
             path.extend(form_urlencoded::byte_serialize(token.as_bytes()));

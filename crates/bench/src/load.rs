@@ -14,11 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// A plain-HTTP client for the embedded server (no gzip, no decoding of responses).
+/// A plain-HTTP client for the embedded server (no gzip, no decoding of responses), or a
+/// kubewright client (rate limiter off) for a real cluster.
 #[derive(Clone)]
 pub(crate) struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
     base: String,
+    kube: Option<kubewright_client::Client>,
 }
 
 impl Http {
@@ -30,7 +32,28 @@ impl Http {
                 .pool_max_idle_per_host(256)
                 .build(connector),
             base: base.trim_end_matches('/').to_string(),
+            kube: None,
         }
+    }
+
+    /// The cluster of a kubeconfig's current context, without client-side rate limits.
+    pub(crate) fn kube(kubeconfig: &std::path::Path) -> Result<Self, BenchError> {
+        let bad = |e: &dyn std::fmt::Display| {
+            BenchError::Setup(format!("kubeconfig {}: {e}", kubeconfig.display()))
+        };
+        let kc = kubewright_client::config::Kubeconfig::read_from(kubeconfig).map_err(|e| bad(&e))?;
+        let mut config = kubewright_client::Config::from_custom_kubeconfig(kc, &Default::default())
+            .map_err(|e| bad(&e))?;
+        config.qps = 0.0;
+        let client = kubewright_client::Client::new(config).map_err(|e| bad(&e))?;
+        let mut http = Self::new("http://unused.invalid");
+        http.kube = Some(client);
+        Ok(http)
+    }
+
+    pub(crate) async fn delete(&self, path: &str) -> Result<Bytes, BenchError> {
+        self.expect(http::Method::DELETE, path, "application/json", Bytes::new())
+            .await
     }
 
     async fn send(
@@ -40,6 +63,23 @@ impl Http {
         content_type: &str,
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), BenchError> {
+        if let Some(kube) = &self.kube {
+            let req = http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header(http::header::CONTENT_TYPE, content_type)
+                .header(http::header::ACCEPT, "application/json")
+                .body(body.to_vec())
+                .map_err(|e| BenchError::Setup(format!("request {path}: {e}")))?;
+            return match kube.request_bytes(req).await {
+                Ok(r) => Ok(r),
+                Err(kubewright_client::Error::Api(s)) => Ok((
+                    http::StatusCode::from_u16(s.code).unwrap_or(http::StatusCode::BAD_GATEWAY),
+                    Bytes::from(s.message.clone()),
+                )),
+                Err(e) => Err(BenchError::Setup(format!("request {path}: {e}"))),
+            };
+        }
         let req = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base))
@@ -167,6 +207,55 @@ pub(crate) async fn create_pods(
                     return Ok::<(), BenchError>(());
                 }
                 http.post_json(&path, &pods::pod(&ns, i, &uid)).await?;
+            }
+        });
+    }
+    join_all(tasks).await
+}
+
+/// Creates the namespace and `n` pods on a real cluster, then sets their status (which a
+/// create ignores). Unlike [`create_pods`] they have no node and no owner, so that
+/// kube-controller-manager (pod GC, the ReplicaSet controller) leaves them alone.
+pub(crate) async fn create_cluster_pods(
+    http: &Http,
+    namespace: &str,
+    n: usize,
+    concurrency: usize,
+) -> Result<(), BenchError> {
+    http.post_json(
+        "/api/v1/namespaces",
+        &serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )
+    .await?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency.max(1) {
+        let (http, next, ns) = (http.clone(), next.clone(), namespace.to_string());
+        tasks.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<(), BenchError>(());
+                }
+                let mut pod = pods::pod(&ns, i, "");
+                if let Some(meta) = pod["metadata"].as_object_mut() {
+                    meta.remove("ownerReferences");
+                }
+                if let Some(spec) = pod["spec"].as_object_mut() {
+                    spec.remove("nodeName");
+                }
+                let status = pod["status"].take();
+                http.post_json(&format!("/api/v1/namespaces/{ns}/pods"), &pod)
+                    .await?;
+                let body = serde_json::to_vec(&serde_json::json!({"status": status}))
+                    .map_err(|e| BenchError::Setup(format!("status patch: {e}")))?;
+                http.expect(
+                    http::Method::PATCH,
+                    &format!("/api/v1/namespaces/{ns}/pods/{}/status", pods::pod_name(i)),
+                    "application/merge-patch+json",
+                    Bytes::from(body),
+                )
+                .await?;
             }
         });
     }

@@ -51,6 +51,7 @@ pub(crate) fn median(runs: &[ChildResult]) -> ChildResult {
             synced_objects: median_of(runs, |r| r.sync.synced_objects),
             rss_after_sync: median_of(runs, |r| r.sync.rss_after_sync),
             peak_rss_sync: median_of(runs, |r| r.sync.peak_rss_sync),
+            get_p50_us: median_of(runs, |r| r.sync.get_p50_us),
         },
         events: median_of(runs, |r| r.events),
         // Keep events/s the median of the runs' rates.
@@ -208,6 +209,9 @@ fn mode_description(mode: Mode) -> &'static str {
         Mode::Live => {
             "each child lists from the embedded API server (kubewright asks for gzip, kube-rs without its `gzip` feature does not) and the parent patches pods during the watch; server, patch load and child share the CPUs, so events/s is bounded by the server: compare CPU per event"
         }
+        Mode::Cluster => {
+            "each child syncs from the real cluster of --kubeconfig (TLS, its authentication, each library's shipped defaults) and the parent patches pods during the watch; the cluster's encoding is part of the sync time"
+        }
     }
 }
 
@@ -276,6 +280,14 @@ impl fmt::Display for Report {
                 "peak RSS during sync",
                 results.iter().map(|r| mem(r.sync.peak_rss_sync)),
             )?;
+            row(
+                f,
+                w,
+                "keyed get p50",
+                results
+                    .iter()
+                    .map(|r| format!("{:.1} us", r.sync.get_p50_us)),
+            )?;
             row(f, w, "peak RSS", results.iter().map(|r| mem(r.peak_rss)))?;
             row(
                 f,
@@ -322,8 +334,10 @@ impl fmt::Display for Report {
                 .filter(|(_, b)| variants.contains(b))
                 .collect();
             let v = Variant::Kubewright;
-            if variants.contains(&v) && variants.contains(&Variant::KubeRs) {
-                pairs.push((v, Variant::KubeRs));
+            for b in [Variant::KubeRs, Variant::KubeRsStreaming] {
+                if variants.contains(&v) && variants.contains(&b) {
+                    pairs.push((v, b));
+                }
             }
             if pairs.is_empty() {
                 continue;

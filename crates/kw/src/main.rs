@@ -31,14 +31,15 @@ enum Command {
         #[arg(long)]
         kubeconfig: Option<String>,
     },
-    /// The informer benchmark: kubewright against kube-rs side by side (sync time, RSS,
-    /// watch throughput), each library in its own child process.
+    /// The informer benchmark against kube-rs (sync time, RSS, watch throughput): runs
+    /// the `kw-bench` executable, which is built separately so that `kw` never compiles
+    /// kube-rs (`cargo build --release -p kubewright-bench`). Its options follow; see
+    /// `kw bench --help-bench`.
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(flatten)]
-        args: kubewright_bench::BenchArgs,
-        /// Print the report as JSON instead of the table.
-        #[arg(long)]
-        json: bool,
+        /// Options passed to `kw-bench` as they are.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Print the CustomResourceDefinition derived from an example type, as YAML.
     Crd {
@@ -59,14 +60,10 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    // `kw bench` re-runs this binary as its measured child processes.
-    if let Some(code) = kubewright_bench::run_child_if_requested().await {
-        return code;
-    }
     let cli = Cli::parse();
     match cli.command {
         Command::Crd { example, json } => crd(&example, json),
-        Command::Bench { args, json } => bench(args, json).await,
+        Command::Bench { args } => bench(args).await,
         Command::Demo { kubeconfig } => match demo::run(kubeconfig.as_deref()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -309,31 +306,28 @@ fn crd(example: &str, json: bool) -> ExitCode {
     }
 }
 
-async fn bench(args: kubewright_bench::BenchArgs, json: bool) -> ExitCode {
-    let opts = match args.into_options() {
-        Ok(o) => o,
+/// Runs `kw-bench` (next to this executable, else on `PATH`) with `args`.
+async fn bench(args: Vec<String>) -> ExitCode {
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| if a == "--help-bench" { "--help".into() } else { a })
+        .collect();
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("kw-bench")))
+        .filter(|p| p.is_file());
+    let exe = beside.unwrap_or_else(|| std::path::PathBuf::from("kw-bench"));
+    match tokio::process::Command::new(&exe).args(&args).status().await {
+        Ok(status) => ExitCode::from(u8::try_from(status.code().unwrap_or(1)).unwrap_or(1)),
         Err(e) => {
-            eprintln!("kw bench: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match kubewright_bench::run(opts).await {
-        Ok(report) => {
-            if json {
-                println!("{}", report.to_json());
-            } else {
-                println!("{report}");
-            }
-            if report.all_verified() {
-                ExitCode::SUCCESS
-            } else {
-                eprintln!("kw bench: a cache did not end in the expected state");
-                ExitCode::FAILURE
-            }
-        }
-        Err(e) => {
-            eprintln!("kw bench: {e}");
-            ExitCode::FAILURE
+            eprintln!(
+                "kw bench: cannot run {}: {e}\nThe benchmark is its own executable, so that kw does not build kube-rs: \
+                 build it with `cargo build --release -p kubewright-bench` (it lands next to kw), \
+                 or run `cargo run --release -p kubewright-bench -- {}`",
+                exe.display(),
+                args.join(" ")
+            );
+            ExitCode::from(127)
         }
     }
 }
