@@ -582,7 +582,10 @@ async fn run_cluster(
     let namespace = format!("kw-bench-{:08x}", rand_u32());
     progress(
         opts,
-        format_args!("creating {} pods in namespace {namespace} of the cluster", opts.pods),
+        format_args!(
+            "creating {} pods in namespace {namespace} of the cluster",
+            opts.pods
+        ),
     );
     let t = Instant::now();
     let outcome = async {
@@ -637,7 +640,9 @@ async fn run_cluster(
     }
     .await;
     progress(opts, format_args!("deleting namespace {namespace}"));
-    let deleted = http.delete(&format!("/api/v1/namespaces/{namespace}")).await;
+    let deleted = http
+        .delete(&format!("/api/v1/namespaces/{namespace}"))
+        .await;
     let (create_secs, list_bytes, results) = outcome?;
     deleted?;
     Ok(Report {

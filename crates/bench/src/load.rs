@@ -41,7 +41,8 @@ impl Http {
         let bad = |e: &dyn std::fmt::Display| {
             BenchError::Setup(format!("kubeconfig {}: {e}", kubeconfig.display()))
         };
-        let kc = kubewright_client::config::Kubeconfig::read_from(kubeconfig).map_err(|e| bad(&e))?;
+        let kc =
+            kubewright_client::config::Kubeconfig::read_from(kubeconfig).map_err(|e| bad(&e))?;
         let mut config = kubewright_client::Config::from_custom_kubeconfig(kc, &Default::default())
             .map_err(|e| bad(&e))?;
         config.qps = 0.0;
@@ -225,6 +226,13 @@ pub(crate) async fn create_cluster_pods(
     http.post_json(
         "/api/v1/namespaces",
         &serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )
+    .await?;
+    // The pods run as this service account, which the ServiceAccount admission plugin
+    // checks.
+    http.post_json(
+        &format!("/api/v1/namespaces/{namespace}/serviceaccounts"),
+        &serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "web"}}),
     )
     .await?;
     let next = Arc::new(AtomicUsize::new(0));

@@ -310,14 +310,24 @@ fn crd(example: &str, json: bool) -> ExitCode {
 async fn bench(args: Vec<String>) -> ExitCode {
     let args: Vec<String> = args
         .into_iter()
-        .map(|a| if a == "--help-bench" { "--help".into() } else { a })
+        .map(|a| {
+            if a == "--help-bench" {
+                "--help".into()
+            } else {
+                a
+            }
+        })
         .collect();
     let beside = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("kw-bench")))
         .filter(|p| p.is_file());
     let exe = beside.unwrap_or_else(|| std::path::PathBuf::from("kw-bench"));
-    match tokio::process::Command::new(&exe).args(&args).status().await {
+    match tokio::process::Command::new(&exe)
+        .args(&args)
+        .status()
+        .await
+    {
         Ok(status) => ExitCode::from(u8::try_from(status.code().unwrap_or(1)).unwrap_or(1)),
         Err(e) => {
             eprintln!(

@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 //! The serde deserializer over protobuf gives the same typed objects as decoding the
 //! same body to JSON first, for kubectl's captured bodies and for objects encoded here.
 

@@ -102,7 +102,7 @@ impl<K> fmt::Debug for Lean<K> {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Default number of decoded objects kept by [`Lean`]'s process-wide cache.
-pub const DEFAULT_DECODED_CACHE: usize = 1024;
+pub const DEFAULT_DECODED_CACHE: usize = 256;
 
 static CAPACITY: AtomicUsize = AtomicUsize::new(DEFAULT_DECODED_CACHE);
 
@@ -316,5 +316,64 @@ where
         self.object()
             .map_err(serde::ser::Error::custom)?
             .serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn pod_json() -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "5", "uid": "u",
+                "labels": {"a": "b"}, "annotations": {"n": "x"},
+                "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"limits": {"cpu": "1"}}}]}})
+    }
+
+    #[test]
+    fn protobuf_objects_are_kept_encoded_without_managed_fields() {
+        let body = kubewright_proto::encode(&pod_json()).unwrap();
+        let lean: Lean<Pod> = kubewright_proto::from_slice(&body).unwrap();
+        assert!(lean.is_protobuf());
+        assert!(lean.encoded_len() < body.len());
+        assert_eq!(lean.meta().labels.as_ref().unwrap()["a"], "b");
+        assert!(lean.meta().annotations.is_none() && lean.meta().managed_fields.is_none());
+        let pod = lean.decode().unwrap();
+        assert!(pod.metadata.managed_fields.is_none());
+        assert_eq!(pod.metadata.annotations.as_ref().unwrap()["n"], "x");
+        let mut want: Pod = serde_json::from_value(pod_json()).unwrap();
+        want.metadata.managed_fields = None;
+        assert_eq!(pod, want);
+        // The arrival primed the shared cache: the same Arc comes back twice.
+        let (a, b) = (lean.object().unwrap(), lean.object().unwrap());
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn json_objects_are_kept_as_compact_json() {
+        let lean: Lean<Pod> = serde_json::from_value(pod_json()).unwrap();
+        assert!(!lean.is_protobuf());
+        let pod = lean.decode().unwrap();
+        assert!(pod.metadata.managed_fields.is_none());
+        assert_eq!(pod.spec.as_ref().unwrap().containers[0].name, "c");
+        let again = Lean::from_object(pod.clone()).unwrap();
+        assert_eq!(again.decode().unwrap(), pod);
+        // Serializing a lean object gives the decoded object.
+        assert_eq!(
+            serde_json::to_value(&lean).unwrap()["metadata"]["annotations"]["n"],
+            "x"
+        );
+    }
+
+    #[test]
+    fn garbage_is_a_typed_error() {
+        let body = kubewright_proto::encode(&pod_json()).unwrap();
+        assert!(kubewright_proto::from_slice::<Lean<Pod>>(&body[..body.len() - 2]).is_err());
+        assert!(serde_json::from_str::<Lean<Pod>>("{\"metadata\": 3}").is_err());
     }
 }

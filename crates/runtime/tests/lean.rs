@@ -87,7 +87,7 @@ async fn lean_informer(content_type: ContentType) {
     let lean = store.get_by_name(Some(&ns), "c1").unwrap();
     assert_eq!(lean.is_protobuf(), content_type == ContentType::Protobuf);
     // The kept metadata: keys, labels, versions; no managedFields, no annotations.
-    assert_eq!(lean.namespace().as_deref(), Some(ns.as_str()));
+    assert_eq!(lean.namespace(), Some(ns.as_str()));
     assert!(lean.resource_version().is_some() && lean.uid().is_some());
     assert!(lean.meta().managed_fields.is_none() && lean.meta().annotations.is_none());
     // The object decodes to what the server holds, minus managedFields.
