@@ -373,7 +373,7 @@ mod tests {
     #[test]
     fn garbage_is_a_typed_error() {
         let body = kubewright_proto::encode(&pod_json()).unwrap();
-        assert!(kubewright_proto::from_slice::<Lean<Pod>>(&body[..body.len() - 2]).is_err());
+        assert!(kubewright_proto::from_slice::<Lean<Pod>>(&body[..body.len() - 10]).is_err());
         assert!(serde_json::from_str::<Lean<Pod>>("{\"metadata\": 3}").is_err());
     }
 }
