@@ -9,13 +9,14 @@
 //! allows it, and a field the target ignores (an unknown key, or `managedFields` under a
 //! skipping wrapper) is never decoded.
 //!
-//! The rare shapes with a JSON form of their own that is not an object (the
-//! apiextensions `JSONSchemaPropsOr*` unions, slice wrappers such as `ExtraValue`, and an
-//! object embedded as protobuf inside a RawExtension) go through [`crate::decode`]'s
-//! JSON value.
+//! Every shape goes through the same few deserializer types, never through an
+//! intermediate `serde_json::Value`: each visitor of the target types is instantiated
+//! once for this format (compile time and binary size grow with every instantiation).
+//! Embedded JSON (RawExtension, FieldsV1) is read by `serde_json` from the borrowed bytes,
+//! the same instantiation as a JSON response.
 
 use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Type};
-use crate::value::{self, go_duration, rfc3339};
+use crate::value::{go_duration, rfc3339};
 use crate::wire::Reader;
 use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, LIST_META, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
@@ -441,6 +442,32 @@ impl<'de> Fields<'de> {
     ) -> Result<Self> {
         let mut entries = Vec::new();
         scan(schema, idx, data, depth, &mut entries)?;
+        Ok(Self::finish(schema, entries, depth, header))
+    }
+
+    /// A singular message that occurs several times: protobuf merges the occurrences
+    /// (repeated fields concatenate, the last scalar wins, nested messages merge).
+    fn new_parts(
+        schema: &'static Schema,
+        idx: usize,
+        parts: &[Entry<'de>],
+        depth: usize,
+    ) -> Result<Self> {
+        let mut entries = Vec::new();
+        for part in parts {
+            if let Data::Bytes(b) = part.data {
+                scan(schema, idx, b, depth, &mut entries)?;
+            }
+        }
+        Ok(Self::finish(schema, entries, depth, None))
+    }
+
+    fn finish(
+        schema: &'static Schema,
+        mut entries: Vec<Entry<'de>>,
+        depth: usize,
+        header: Option<[(&'static str, &'de str); 2]>,
+    ) -> Self {
         if !entries
             .windows(2)
             .all(|w| (w[0].owner, w[0].field) <= (w[1].owner, w[1].field))
@@ -449,7 +476,7 @@ impl<'de> Fields<'de> {
             // inlined structs) are put in order. Stable: the last occurrence wins.
             entries.sort_by_key(|e| (e.owner, e.field));
         }
-        Ok(Self {
+        Self {
             schema,
             entries,
             pos: 0,
@@ -457,7 +484,7 @@ impl<'de> Fields<'de> {
             header,
             header_pos: 0,
             depth,
-        })
+        }
     }
 
     fn field(&self, e: &Entry<'_>) -> &'static Field {
@@ -638,18 +665,14 @@ impl<'de> Deserializer<'de> for Value<'_, 'de> {
                 depth: self.depth,
             }),
             Type::Message(m) => {
-                if self.group.len() > 1 {
-                    // Protobuf merges repeated occurrences of a singular message; Go's
-                    // encoders never write them, so the merge goes the slow way.
-                    let mut merged = Vec::new();
-                    for e in self.group {
-                        if let Data::Bytes(b) = e.data {
-                            merged.extend_from_slice(b);
-                        }
-                    }
-                    return value::decode_message(self.schema, *m, &merged, self.depth + 1)?
-                        .deserialize_any(visitor)
-                        .map_err(json_error);
+                if self.group.len() > 1 && self.schema.messages[*m].special == Special::None {
+                    // Go's encoders never write a singular message twice; protobuf merges.
+                    return visitor.visit_map(Fields::new_parts(
+                        self.schema,
+                        *m,
+                        self.group,
+                        self.depth + 1,
+                    )?);
                 }
                 let data = match self.last() {
                     Data::Bytes(b) => b,
@@ -827,13 +850,98 @@ impl<'de> Msg<'de> {
         Ok(match self.special() {
             Special::Time | Special::MicroTime => self.data.is_empty(),
             Special::RawJson => raw_bytes(self.data)?.is_empty(),
-            Special::PropsOrArray | Special::PropsOrStringArray => self.slow()?.is_null(),
+            Special::PropsOrArray | Special::PropsOrStringArray => {
+                let entries = self.own_fields()?;
+                let (a, b) = if self.special() == Special::PropsOrArray {
+                    ("jSONSchemas", "schema")
+                } else {
+                    ("property", "schema")
+                };
+                self.group(&entries, a).is_none() && self.group(&entries, b).is_none()
+            }
             _ => false,
         })
     }
 
-    fn slow(&self) -> Result<serde_json::Value> {
-        value::decode_message(self.schema, self.idx, self.data, self.depth)
+    /// The fields of this message, grouped by field.
+    fn own_fields(&self) -> Result<Vec<Entry<'de>>> {
+        let mut entries = Vec::new();
+        scan(self.schema, self.idx, self.data, self.depth, &mut entries)?;
+        entries.sort_by_key(|e| (e.owner, e.field));
+        Ok(entries)
+    }
+
+    /// The value of field `json` among `entries`, when present and not empty.
+    fn group<'a>(&self, entries: &'a [Entry<'de>], json: &str) -> Option<Value<'a, 'de>> {
+        let msg = &self.schema.messages[self.idx];
+        let fi = msg.fields.iter().position(|f| f.json == json)?;
+        let start = entries
+            .iter()
+            .position(|e| e.owner == self.idx && e.field == fi)?;
+        let len = entries[start..]
+            .iter()
+            .take_while(|e| e.owner == self.idx && e.field == fi)
+            .count();
+        let group = &entries[start..start + len];
+        if msg.fields[fi].flags & F_REPEATED != 0
+            && group
+                .iter()
+                .all(|e| matches!(e.data, Data::Bytes(b) if b.is_empty()))
+            && matches!(msg.fields[fi].ty, Type::Scalar(s) if s.wire_type() != 2)
+        {
+            return None;
+        }
+        Some(Value {
+            schema: self.schema,
+            field: &msg.fields[fi],
+            group,
+            depth: self.depth,
+        })
+    }
+
+    /// The types whose JSON form is a union or a bare list: the apiextensions
+    /// `JSONSchemaPropsOr*` and slice wrappers such as `ExtraValue`.
+    fn union<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let entries = self.own_fields()?;
+        match self.special() {
+            // The list of schemas if any, else the schema (or null).
+            Special::PropsOrArray => match self
+                .group(&entries, "jSONSchemas")
+                .or_else(|| self.group(&entries, "schema"))
+            {
+                Some(v) => v.deserialize_any(visitor),
+                None => visitor.visit_unit(),
+            },
+            // The schema if any, else the boolean.
+            Special::PropsOrBool => match self.group(&entries, "schema") {
+                Some(v) => v.deserialize_any(visitor),
+                None => visitor.visit_bool(
+                    self.group(&entries, "allows")
+                        .is_some_and(|v| !v.last().is_zero()),
+                ),
+            },
+            // The string list if not empty, else the schema, else null.
+            Special::PropsOrStringArray => match self
+                .group(&entries, "property")
+                .or_else(|| self.group(&entries, "schema"))
+            {
+                Some(v) => v.deserialize_any(visitor),
+                None => visitor.visit_unit(),
+            },
+            // A slice type: its items.
+            _ => match self.group(&entries, "items") {
+                Some(v) => v.deserialize_any(visitor),
+                None => visitor.visit_seq(Elements {
+                    schema: self.schema,
+                    ty: Type::Scalar(Scalar::String),
+                    entries: &[],
+                    pos: 0,
+                    packed: None,
+                    index: 0,
+                    depth: self.depth,
+                }),
+            },
+        }
     }
 }
 
@@ -935,7 +1043,7 @@ impl<'de> Deserializer<'de> for Msg<'de> {
             Special::PropsOrArray
             | Special::PropsOrBool
             | Special::PropsOrStringArray
-            | Special::Wrapper => self.slow()?.deserialize_any(visitor).map_err(json_error),
+            | Special::Wrapper => self.union(visitor),
         }
     }
 

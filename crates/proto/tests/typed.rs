@@ -212,3 +212,66 @@ fn malformed_bodies_are_errors_not_panics() {
     let err = kubewright_proto::from_slice::<Value>(&cr).unwrap_err();
     assert!(err.to_string().contains("Widget"), "{err}");
 }
+
+#[test]
+fn unions_and_slice_wrappers_decode_as_through_json() {
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+        "names": {"plural": "widgets", "kind": "Widget"},
+        "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "additionalProperties": false,
+                    "properties": {
+                        "tags": {"type": "array", "items": {"type": "string"}},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "port": {"x-kubernetes-int-or-string": true},
+                        "default": {"type": "string", "default": "x", "enum": ["x", "y"]}
+                    },
+                    "required": ["tags"]},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            }}}}]}});
+    let body = kubewright_proto::encode(&crd).unwrap();
+    same::<CustomResourceDefinition>(&body);
+    let direct: CustomResourceDefinition = kubewright_proto::from_slice(&body).unwrap();
+    let from_json: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+    assert_eq!(direct, from_json);
+
+    let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "metadata": {}, "spec": {"user": "alice", "groups": ["g"],
+            "extra": {"scopes": ["a", "b"], "empty": []},
+            "resourceAttributes": {"verb": "get", "resource": "pods"}}});
+    let body = kubewright_proto::encode(&sar).unwrap();
+    same::<SubjectAccessReview>(&body);
+    let direct: SubjectAccessReview = kubewright_proto::from_slice(&body).unwrap();
+    assert_eq!(direct.spec.extra.as_ref().unwrap()["scopes"], ["a", "b"]);
+}
+
+#[test]
+fn a_message_written_twice_is_merged() {
+    use kubewright_proto::write::{envelope, ld};
+    // ConfigMap{metadata = 1: {name = 1}, metadata = 1: {labels = 11}, data = 2: {k: v}}.
+    let mut meta1 = Vec::new();
+    ld(1, b"a", &mut meta1);
+    let mut label = Vec::new();
+    ld(1, b"app", &mut label);
+    ld(2, b"web", &mut label);
+    let mut meta2 = Vec::new();
+    ld(11, &label, &mut meta2);
+    let mut entry = Vec::new();
+    ld(1, b"k", &mut entry);
+    ld(2, b"v", &mut entry);
+    let mut raw = Vec::new();
+    ld(1, &meta1, &mut raw);
+    ld(2, &entry, &mut raw);
+    ld(1, &meta2, &mut raw);
+    let body = envelope("v1", "ConfigMap", &raw);
+    same::<ConfigMap>(&body);
+    let cm: ConfigMap = kubewright_proto::from_slice(&body).unwrap();
+    assert_eq!(cm.metadata.name.as_deref(), Some("a"));
+    assert_eq!(cm.metadata.labels.as_ref().unwrap()["app"], "web");
+    assert_eq!(cm.data.as_ref().unwrap()["k"], "v");
+}

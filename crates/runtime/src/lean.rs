@@ -124,17 +124,22 @@ fn remember(id: u64, obj: Arc<dyn Any + Send + Sync>) {
     if cap == 0 {
         return;
     }
-    let mut d = decoded();
-    if d.map.insert(id, obj).is_none() {
-        d.order.push_back(id);
-    }
-    while d.order.len() > cap {
-        if let Some(old) = d.order.pop_front() {
-            // Dropped after the lock is released would be nicer, but a decoded object's
-            // drop is cheap next to decoding it.
-            d.map.remove(&old);
+    let mut evicted = Vec::new();
+    {
+        let mut d = decoded();
+        if d.map.insert(id, obj).is_none() {
+            d.order.push_back(id);
+        }
+        while d.order.len() > cap {
+            if let Some(old) = d.order.pop_front()
+                && let Some(o) = d.map.remove(&old)
+            {
+                evicted.push(o);
+            }
         }
     }
+    // Freed after the lock is released: other readers do not wait for it.
+    drop(evicted);
 }
 
 /// Sets how many decoded objects the process-wide cache keeps (default
