@@ -15,10 +15,10 @@
 //! Embedded JSON (RawExtension, FieldsV1) is read by `serde_json` from the borrowed bytes,
 //! the same instantiation as a JSON response.
 
-use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Type};
+use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Target, Type};
 use crate::value::{go_duration, rfc3339};
 use crate::wire::Reader;
-use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, LIST_META, MAGIC, MAX_DEPTH};
+use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
 use serde::de::{
     self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
@@ -61,39 +61,12 @@ fn schema() -> Result<&'static Schema> {
     SCHEMA.as_ref().map_err(|e| Error::new(e.clone()))
 }
 
-/// What a top-level body holds.
-#[derive(Clone, Copy)]
-enum Target {
-    Message(usize),
-    /// `<Kind>List`: {metadata ListMeta = 1; repeated <Kind> items = 2}.
-    List {
-        item: usize,
-        meta: usize,
-    },
-}
-
 fn target_of(schema: &Schema, api_version: &str, kind: &str) -> Result<Target> {
-    if let Some(&m) = schema
-        .kinds
-        .get(&format!("{api_version}/{kind}"))
-        .or_else(|| schema.meta_kinds.get(kind))
-    {
-        return Ok(Target::Message(m));
-    }
-    if let Some(&item) = kind
-        .strip_suffix("List")
-        .and_then(|k| schema.kinds.get(&format!("{api_version}/{k}")))
-    {
-        let meta = schema
-            .messages
-            .iter()
-            .position(|m| m.name == LIST_META)
-            .ok_or_else(|| Error::new("no ListMeta message"))?;
-        return Ok(Target::List { item, meta });
-    }
-    Err(Error::new(format!(
-        "no protobuf schema for kind {kind:?} in {api_version:?}"
-    )))
+    schema.target(api_version, kind).ok_or_else(|| {
+        Error::new(format!(
+            "no protobuf schema for kind {kind:?} in {api_version:?}"
+        ))
+    })
 }
 
 /// A whole body: the envelope's object, with `apiVersion` and `kind`.

@@ -7,10 +7,8 @@
 //! zero), inlined structs from their parent's keys, map entries sorted by key, repeated
 //! scalars unpacked.
 
-use crate::schema::{SCHEMA, Scalar, Schema, Special, Type};
-use crate::{
-    F_DEFAULT, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, LIST_META, MAGIC, MAX_DEPTH,
-};
+use crate::schema::{SCHEMA, Scalar, Schema, Special, Target, Type};
+use crate::{F_DEFAULT, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -64,18 +62,7 @@ pub fn supports(api_version: &str, kind: &str) -> bool {
     let Ok(schema) = SCHEMA.as_ref() else {
         return false;
     };
-    message_of(schema, api_version, kind).is_some()
-        || kind
-            .strip_suffix("List")
-            .is_some_and(|k| message_of(schema, api_version, k).is_some())
-}
-
-fn message_of(schema: &Schema, api_version: &str, kind: &str) -> Option<usize> {
-    schema
-        .kinds
-        .get(&format!("{api_version}/{kind}"))
-        .or_else(|| schema.meta_kinds.get(kind))
-        .copied()
+    schema.target(api_version, kind).is_some()
 }
 
 /// Encodes an object (or a `<Kind>List` of a known kind) with its `apiVersion` and
@@ -97,21 +84,9 @@ fn encode_raw(obj: &Value, api_version: &str, kind: &str) -> Result<Vec<u8>, Enc
         kind: kind.to_string(),
     };
     let mut out = Vec::new();
-    let result = if let Some(idx) = message_of(schema, api_version, kind) {
-        message(schema, idx, obj, &mut out, 1)
-    } else {
-        // `<Kind>List`: every list type is {metadata ListMeta = 1; repeated <Kind> items = 2}.
-        let item = kind
-            .strip_suffix("List")
-            .and_then(|k| schema.kinds.get(&format!("{api_version}/{k}")))
-            .copied()
-            .ok_or_else(no_schema)?;
-        let list_meta = schema
-            .messages
-            .iter()
-            .position(|m| m.name == LIST_META)
-            .ok_or_else(|| EncodeError::Schema("no ListMeta message".into()))?;
-        list(schema, list_meta, item, obj, &mut out)
+    let result = match schema.target(api_version, kind).ok_or_else(no_schema)? {
+        Target::Message(idx) => message(schema, idx, obj, &mut out, 1),
+        Target::List { item, meta } => list(schema, meta, item, obj, &mut out),
     };
     result.map_err(|b| {
         let path: Vec<&str> = b.path.iter().rev().map(String::as_str).collect();

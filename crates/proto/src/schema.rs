@@ -123,9 +123,38 @@ pub(crate) struct Schema {
     pub(crate) kinds: HashMap<String, usize>,
     pub(crate) meta_kinds: HashMap<String, usize>,
     pub(crate) messages: Vec<Message>,
+    /// Index of `ListMeta`, the metadata of every list.
+    pub(crate) list_meta: Option<usize>,
+}
+
+/// What a body of an `apiVersion` and `kind` holds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Target {
+    /// An object (or an option/Status kind) of this message.
+    Message(usize),
+    /// `<Kind>List`: {metadata ListMeta = 1; repeated <Kind> items = 2}.
+    List { item: usize, meta: usize },
 }
 
 impl Schema {
+    /// The message of a kind, or of the items of a `<Kind>List`.
+    pub(crate) fn target(&self, api_version: &str, kind: &str) -> Option<Target> {
+        if let Some(&m) = self
+            .kinds
+            .get(&format!("{api_version}/{kind}"))
+            .or_else(|| self.meta_kinds.get(kind))
+        {
+            return Some(Target::Message(m));
+        }
+        let item = *self
+            .kinds
+            .get(&format!("{api_version}/{}", kind.strip_suffix("List")?))?;
+        Some(Target::List {
+            item,
+            meta: self.list_meta?,
+        })
+    }
+
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let doc: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let msgs = doc
@@ -210,10 +239,12 @@ impl Schema {
             }
             Ok(out)
         };
+        let list_meta = messages.iter().position(|m| m.name == crate::LIST_META);
         Ok(Self {
             kinds: kind_map("kinds")?,
             meta_kinds: kind_map("meta_kinds")?,
             messages,
+            list_meta,
         })
     }
 }

@@ -9,11 +9,9 @@
 //! their own JSON form (Time, MicroTime, Duration, IntOrString, Quantity, RawExtension,
 //! FieldsV1, the apiextensions JSON types, slice types such as ExtraValue) get it.
 
-use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Type};
+use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Target, Type};
 use crate::wire::{Reader, utf8};
-use crate::{
-    Error, F_DEFAULT, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, LIST_META, MAGIC, MAX_DEPTH,
-};
+use crate::{Error, F_DEFAULT, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
@@ -78,19 +76,10 @@ fn decode_at(body: &[u8], depth: usize) -> Result<Value> {
             "unsupported embedded content type {content_type:?}"
         )));
     } else {
-        let key = format!("{api_version}/{kind}");
-        let idx = schema
-            .kinds
-            .get(&key)
-            .or_else(|| schema.meta_kinds.get(&kind))
-            .copied();
-        let item = kind
-            .strip_suffix("List")
-            .and_then(|k| schema.kinds.get(&format!("{api_version}/{k}")).copied());
-        match (idx, item) {
-            (Some(idx), _) => decode_message(schema, idx, raw, depth + 1)?,
-            (None, Some(item)) => decode_list(schema, item, raw, depth + 1)?,
-            (None, None) => {
+        match schema.target(&api_version, &kind) {
+            Some(Target::Message(idx)) => decode_message(schema, idx, raw, depth + 1)?,
+            Some(Target::List { item, meta }) => decode_list(schema, meta, item, raw, depth + 1)?,
+            None => {
                 return Err(Error::new(format!(
                     "no protobuf schema for kind {kind:?} in {api_version:?}"
                 )));
@@ -107,12 +96,13 @@ fn decode_at(body: &[u8], depth: usize) -> Result<Value> {
 }
 
 /// A `<Kind>List`: {metadata ListMeta = 1; repeated <Kind> items = 2}.
-fn decode_list(schema: &Schema, item: usize, data: &[u8], depth: usize) -> Result<Value> {
-    let list_meta = schema
-        .messages
-        .iter()
-        .position(|m| m.name == LIST_META)
-        .ok_or_else(|| Error::new("no ListMeta message"))?;
+fn decode_list(
+    schema: &Schema,
+    list_meta: usize,
+    item: usize,
+    data: &[u8],
+    depth: usize,
+) -> Result<Value> {
     let mut meta: Vec<u8> = Vec::new();
     let mut items = Vec::new();
     let mut r = Reader::new(data);

@@ -316,21 +316,10 @@ impl Writer {
     }
 }
 
-/// A protobuf watch frame: a 4-byte big-endian length, then
-/// `metav1.WatchEvent{type = 1, object = 2: RawExtension{raw = 1}}` (no envelope of its
-/// own; the object inside is a full `k8s\0` + runtime.Unknown body), as client-go's
-/// length-delimited framer reads it.
+/// A protobuf watch frame (client-go's length-delimited framing), written by the codec
+/// the client reads it with.
 fn pb_frame(kind: &str, object: &[u8]) -> Vec<u8> {
-    use crate::protobuf::encode::ld;
-    let mut raw = Vec::with_capacity(object.len() + 6);
-    ld(1, object, &mut raw);
-    let mut ev = Vec::with_capacity(raw.len() + kind.len() + 12);
-    ld(1, kind.as_bytes(), &mut ev);
-    ld(2, &raw, &mut ev);
-    let mut frame = Vec::with_capacity(ev.len() + 4);
-    frame.extend_from_slice(&u32::try_from(ev.len()).unwrap_or(u32::MAX).to_be_bytes());
-    frame.extend_from_slice(&ev);
-    frame
+    kubewright_proto::watch::encode_frame(kind, object)
 }
 
 async fn run(
