@@ -274,23 +274,31 @@ async fn each_cluster_is_reconciled_with_its_own_client() {
     .await;
 
     // Deleting an owned output in west brings it back in west (owns() per cluster).
-    let before = reports.0.borrow().len();
+    // A reconcile already in flight (the output's own creation event) may report
+    // after the delete without having seen it, so wait for reports until one leaves
+    // the output back in place.
     Api::<ConfigMap>::namespaced(west.client(), &ns)
         .delete("app-out", &Default::default())
         .await
         .unwrap();
-    let mut rx = reports.0.subscribe();
-    tokio::time::timeout(
-        DEADLINE,
-        rx.wait_for(|v| reconciled(&v[before.min(v.len())..], &ns, "west", "app")),
-    )
+    let restored = tokio::time::timeout(DEADLINE, async {
+        let mut rx = reports.0.subscribe();
+        let mut seen = 0;
+        loop {
+            let v = rx
+                .wait_for(|v| reconciled(&v[seen.min(v.len())..], &ns, "west", "app"))
+                .await
+                .unwrap();
+            seen = v.len();
+            drop(v);
+            if let Some(data) = output(&west, &ns, "app").await {
+                break data;
+            }
+        }
+    })
     .await
-    .unwrap()
-    .unwrap();
-    assert_eq!(
-        output(&west, &ns, "app").await,
-        Some(out("west", "from-west"))
-    );
+    .expect("the deleted output was not restored in west");
+    assert_eq!(restored, out("west", "from-west"));
 
     // Metrics: one controller name per cluster, controller-runtime's families.
     let text = encode(&registry);
