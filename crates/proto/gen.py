@@ -57,8 +57,13 @@ OPAQUE = {
     "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON",
 }
 
-# meta/v1 kinds that any group version accepts as a request body.
-META_KINDS = ["DeleteOptions", "CreateOptions", "UpdateOptions", "PatchOptions", "Status"]
+# meta/v1 kinds valid for any group version: the option kinds a request body may be,
+# Status, and PartialObjectMetadata, the metadata-only form of any object (its list,
+# PartialObjectMetadataList, has the layout of every <Kind>List).
+META_KINDS = [
+    "DeleteOptions", "CreateOptions", "UpdateOptions", "PatchOptions", "Status",
+    "PartialObjectMetadata",
+]
 
 STABLE = re.compile(r"/v\d+/generated\.proto$")
 

@@ -77,10 +77,23 @@ pub enum Format {
     Yaml,
     /// `meta.k8s.io/v1 Table`.
     Table,
-    /// `PartialObjectMetadata` (single object or watch events).
-    PartialMeta,
-    /// `PartialObjectMetadataList`.
-    PartialMetaList,
+    /// `PartialObjectMetadata` (single object or watch events), in protobuf when the
+    /// client asked for it so (any resource has this form, custom ones too).
+    PartialMeta {
+        /// Encoded as protobuf.
+        protobuf: bool,
+    },
+    /// `PartialObjectMetadataList`, in protobuf when asked for so.
+    PartialMetaList {
+        /// Encoded as protobuf.
+        protobuf: bool,
+    },
+    /// A `PartialObjectMetadata` form that does not fit the target: the list form on one
+    /// object (`list_form`) or the single form on a list; answered with a 406.
+    WrongShape {
+        /// The list form was asked for.
+        list_form: bool,
+    },
     /// Aggregated discovery `APIGroupDiscoveryList` (with the version named).
     Discovery(&'static str),
     /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`); `json` tells whether
@@ -89,6 +102,28 @@ pub enum Format {
         /// JSON is acceptable too.
         json: bool,
     },
+}
+
+impl Format {
+    /// Whether the answer is Kubernetes protobuf.
+    pub fn is_protobuf(&self) -> bool {
+        matches!(
+            self,
+            Format::Protobuf { .. }
+                | Format::PartialMeta { protobuf: true }
+                | Format::PartialMetaList { protobuf: true }
+        )
+    }
+
+    /// The encoding of a response body of this format: protobuf (with JSON for bodies
+    /// that have no protobuf form) or JSON.
+    pub fn encoding(&self) -> Format {
+        if self.is_protobuf() {
+            Format::Protobuf { json: true }
+        } else {
+            Format::Json
+        }
+    }
 }
 
 /// The Kubernetes protobuf media type.
@@ -117,16 +152,34 @@ fn parse_accept(accept: &str) -> Vec<MediaRange> {
         .collect()
 }
 
+/// What kube-apiserver serves every resource as; named in its 406 answers.
+const REPRESENTATIONS: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// The 406 of an Accept whose media types are known but whose `as` (or a protobuf
+/// Table) is not served.
+pub fn unsupported_form() -> ApiError {
+    ApiError::not_acceptable(format!(
+        "only the following media types are accepted: {REPRESENTATIONS}"
+    ))
+}
+
 /// Negotiates the response format for a resource request. `list` tells whether the
-/// target is a collection.
+/// target is a collection. As kube-apiserver, the first `PartialObjectMetadata(List)`
+/// form asked for is the answer even when its shape does not fit the target (a list's
+/// form on one object, [`Format::WrongShape`]): the handler answers that with a 406
+/// naming the object's type ([`wrong_shape`]).
 pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
     let Some(accept) = req.header("accept").filter(|a| !a.trim().is_empty()) else {
         return Ok(Format::Json);
     };
     let ranges = parse_accept(accept);
+    let mut known = false;
     for (i, r) in ranges.iter().enumerate() {
-        // Objects and lists only: Table and PartialObjectMetadata are served as JSON.
-        if r.essence == PROTOBUF && !r.params.contains_key("as") {
+        let protobuf = r.essence == PROTOBUF;
+        // Objects and lists: protobuf, with JSON as the answer for kinds without it when
+        // a later range allows JSON.
+        if protobuf && !r.params.contains_key("as") {
             let json = ranges[i + 1..].iter().any(|r| {
                 matches!(
                     r.essence.as_str(),
@@ -140,31 +193,67 @@ pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
             "application/json" | "*/*" | "application/*"
         );
         let yaml = r.essence == "application/yaml";
-        if !(json_like || yaml) {
+        if !(json_like || yaml || protobuf) {
             continue;
         }
+        known = true;
         match (
             r.params.get("as").map(String::as_str),
             r.params.get("g").map(String::as_str),
         ) {
             (None, _) => return Ok(if yaml { Format::Yaml } else { Format::Json }),
-            (Some("Table"), Some("meta.k8s.io")) => return Ok(Format::Table),
-            // The wrong form for the target (a list on one object, a single object on a
-            // list) is not acceptable: fall through to 406.
-            (Some("PartialObjectMetadataList"), Some("meta.k8s.io")) if list => {
-                return Ok(Format::PartialMetaList);
+            // Tables have no protobuf form.
+            (Some("Table"), Some("meta.k8s.io")) if !protobuf => return Ok(Format::Table),
+            (Some("PartialObjectMetadataList"), Some("meta.k8s.io")) if !yaml => {
+                return Ok(if list {
+                    Format::PartialMetaList { protobuf }
+                } else {
+                    Format::WrongShape { list_form: true }
+                });
             }
-            (Some("PartialObjectMetadata"), Some("meta.k8s.io"))
-                if !list || req.q_bool("watch") =>
-            {
-                return Ok(Format::PartialMeta);
+            (Some("PartialObjectMetadata"), Some("meta.k8s.io")) if !yaml => {
+                return Ok(if !list || req.q_bool("watch") {
+                    Format::PartialMeta { protobuf }
+                } else {
+                    Format::WrongShape { list_form: false }
+                });
             }
             _ => {}
         }
     }
-    Err(ApiError::not_acceptable(
-        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
-    ))
+    Err(if known {
+        unsupported_form()
+    } else {
+        let mut e = ApiError::not_acceptable(format!(
+            "406: Not Acceptable\n\nAvailable representations: {REPRESENTATIONS}"
+        ));
+        e.0.details = Some(Default::default());
+        e
+    })
+}
+
+/// The 406 of a [`Format::WrongShape`] for objects of `def` (kube-apiserver names the Go
+/// type it holds: `*core.ConfigMapList`, `*unstructured.Unstructured`).
+pub fn wrong_shape(def: &crate::registry::ResourceDef, list_form: bool) -> ApiError {
+    let ty = if def.crd.is_some() {
+        "unstructured.Unstructured".to_string()
+    } else {
+        let pkg = match def.group.as_str() {
+            "" | "events.k8s.io" => "core",
+            "internal.apiserver.k8s.io" => "apiserverinternal",
+            g => g.split('.').next().unwrap_or(g),
+        };
+        format!("{pkg}.{}", def.kind)
+    };
+    ApiError::not_acceptable(if list_form {
+        format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list (*{ty})"
+        )
+    } else {
+        format!(
+            "you requested PartialObjectMetadata, but the requested object is a list (*{ty}List)"
+        )
+    })
 }
 
 /// The format of a response that is always a whole object: protobuf when negotiated,
@@ -220,7 +309,18 @@ pub fn response(code: StatusCode, content_type: &str, body: Bytes) -> Response<B
 /// Serialises a value as JSON, YAML or protobuf (JSON for kinds without a protobuf
 /// message).
 pub fn encode(code: StatusCode, v: &Value, format: &Format) -> Response<Body> {
-    if let Format::Protobuf { .. } = format {
+    // A write answered to a metadata-only client: the object's PartialObjectMetadata.
+    if let Format::PartialMeta { .. } = format
+        && v.get("kind").and_then(Value::as_str) != Some("PartialObjectMetadata")
+        && v.get("metadata").is_some()
+    {
+        return encode(
+            code,
+            &crate::registry::meta::partial_meta(v),
+            &format.encoding(),
+        );
+    }
+    if let Format::Protobuf { .. } | Format::PartialMetaList { protobuf: true } = format {
         match crate::protobuf::encode(v) {
             Ok(body) => return response(code, PROTOBUF, Bytes::from(body)),
             Err(e) => tracing::debug!("answering JSON: {e}"),
@@ -243,6 +343,8 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
 /// Renders an error as JSON or, for protobuf clients, as a protobuf `Status`.
 pub fn error_response_as(e: &ApiError, format: &Format) -> Response<Body> {
     let code = StatusCode::from_u16(e.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // Only a plain protobuf Accept gets a protobuf Status: a metadata-only client's
+    // `as=PartialObjectMetadata` ranges do not name Status, so kube-apiserver answers JSON.
     let mut resp = match format {
         Format::Protobuf { .. } => {
             let mut v = serde_json::to_value(&e.0).unwrap_or_default();

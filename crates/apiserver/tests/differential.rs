@@ -57,4 +57,6 @@ scenarios!(
     watch_changes,
     finalizers,
     misc_errors,
+    metadata_protobuf,
+    quantities,
 );

@@ -264,20 +264,15 @@ impl Counter {
 trait Cache: Send + Sync {
     fn len(&self) -> usize;
     fn gen_sum(&self) -> u64;
-    /// Reads pod `name` as a whole `Pod` (decoding it if the cache keeps it encoded).
-    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>>;
+    /// Reads pod `name` (decoding it if the cache keeps it encoded); whether it is there.
+    fn get(&self, namespace: &str, name: &str) -> bool;
     fn backlog(&self) -> Option<usize> {
         None
     }
 }
 
 fn gen_of(pod: &Pod) -> u64 {
-    pod.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(GEN_LABEL))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    gen_of_labels(pod.metadata.labels.as_ref())
 }
 
 struct KubewrightCache(Arc<kubewright_runtime::Informer<Pod>>);
@@ -286,8 +281,8 @@ impl Cache for KubewrightCache {
     fn len(&self) -> usize {
         self.0.store().len()
     }
-    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.0.store().get_by_name(Some(namespace), name)
+    fn get(&self, namespace: &str, name: &str) -> bool {
+        std::hint::black_box(self.0.store().get_by_name(Some(namespace), name)).is_some()
     }
     fn gen_sum(&self) -> u64 {
         self.0.store().list().iter().map(|p| gen_of(p)).sum()
@@ -305,11 +300,14 @@ impl Cache for LeanCache {
     fn len(&self) -> usize {
         self.0.store().len()
     }
-    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.0
-            .store()
-            .get_by_name(Some(namespace), name)
-            .and_then(|l| l.object().ok())
+    fn get(&self, namespace: &str, name: &str) -> bool {
+        std::hint::black_box(
+            self.0
+                .store()
+                .get_by_name(Some(namespace), name)
+                .and_then(|l| l.object().ok()),
+        )
+        .is_some()
     }
     fn gen_sum(&self) -> u64 {
         use kubewright_core::Resource;
@@ -338,12 +336,68 @@ impl Cache for KubeRsCache {
     fn len(&self) -> usize {
         self.0.state().len()
     }
-    fn get(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.0
-            .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+    fn get(&self, namespace: &str, name: &str) -> bool {
+        std::hint::black_box(
+            self.0
+                .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace)),
+        )
+        .is_some()
     }
     fn gen_sum(&self) -> u64 {
         self.0.state().iter().map(|p| gen_of(p)).sum()
+    }
+}
+
+fn gen_of_labels(labels: Option<&std::collections::BTreeMap<String, String>>) -> u64 {
+    labels
+        .and_then(|l| l.get(GEN_LABEL))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+struct MetadataCache(Arc<kubewright_runtime::Informer<kubewright_core::PartialObjectMetadata>>);
+
+impl Cache for MetadataCache {
+    fn len(&self) -> usize {
+        self.0.store().len()
+    }
+    fn get(&self, namespace: &str, name: &str) -> bool {
+        std::hint::black_box(self.0.store().get_by_name(Some(namespace), name)).is_some()
+    }
+    fn gen_sum(&self) -> u64 {
+        self.0
+            .store()
+            .list()
+            .iter()
+            .map(|m| gen_of_labels(m.metadata.labels.as_ref()))
+            .sum()
+    }
+    fn backlog(&self) -> Option<usize> {
+        Some(self.0.max_handler_backlog())
+    }
+}
+
+type KubeRsMeta = kube::core::PartialObjectMeta<Pod>;
+
+struct KubeRsMetadataCache(kube::runtime::reflector::Store<KubeRsMeta>);
+
+impl Cache for KubeRsMetadataCache {
+    fn len(&self) -> usize {
+        self.0.state().len()
+    }
+    fn get(&self, namespace: &str, name: &str) -> bool {
+        std::hint::black_box(
+            self.0
+                .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace)),
+        )
+        .is_some()
+    }
+    fn gen_sum(&self) -> u64 {
+        self.0
+            .state()
+            .iter()
+            .map(|m| gen_of_labels(m.metadata.labels.as_ref()))
+            .sum()
     }
 }
 
@@ -364,6 +418,10 @@ async fn start(
         Variant::KubeRs | Variant::KubeRsStrip | Variant::KubeRsStreaming => {
             start_kube_rs(args, counter, timeout).await
         }
+        Variant::KubewrightMetadata | Variant::KubewrightMetadataJson => {
+            start_metadata(args, counter, timeout).await
+        }
+        Variant::KubeRsMetadata => start_kube_rs_metadata(args, counter, timeout).await,
     }
 }
 
@@ -420,6 +478,35 @@ async fn start_lean(
     ))
 }
 
+async fn start_metadata(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    use kubewright_runtime::{
+        HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
+    };
+    let client = kubewright_client(args)?;
+    let mut factory = SharedInformerFactory::new(client)
+        .with_config(ReflectorConfig::default().page_size(args.page_size));
+    if args.variant == Variant::KubewrightMetadataJson {
+        factory = factory.content_type(kubewright_client::ContentType::Json);
+    }
+    let pods = kubewright_core::ApiResource::erase::<Pod>(&());
+    let informer =
+        factory.metadata_informer(&pods, InformerParams::default().namespace(&args.namespace));
+    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
+    factory.start();
+    factory
+        .wait_for_cache_sync(timeout)
+        .await
+        .map_err(|e| BenchError::Child(format!("kubewright metadata informer: {e}")))?;
+    Ok((
+        Box::new(MetadataCache(informer.clone())),
+        Box::new((factory, informer)),
+    ))
+}
+
 fn kubewright_client(args: &ChildArgs) -> Result<kubewright_client::Client, BenchError> {
     // Shipped defaults, client-go's 5 QPS / burst 10 included.
     let config = match &args.kubeconfig {
@@ -439,12 +526,7 @@ fn kubewright_client(args: &ChildArgs) -> Result<kubewright_client::Client, Benc
         .map_err(|e| BenchError::Child(format!("kubewright client: {e}")))
 }
 
-async fn start_kube_rs(
-    args: &ChildArgs,
-    counter: Arc<Counter>,
-    timeout: Duration,
-) -> Result<(Box<dyn Cache>, Guard), BenchError> {
-    use kube::runtime::{WatchStreamExt, reflector, watcher};
+async fn kube_client(args: &ChildArgs) -> Result<kube::Client, BenchError> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -459,24 +541,27 @@ async fn start_kube_rs(
                 .map_err(|e| BenchError::Child(format!("bad url {}: {e}", args.url)))?,
         ),
     };
-    let client = kube::Client::try_from(config)
-        .map_err(|e| BenchError::Child(format!("kube client: {e}")))?;
-    let api: kube::Api<Pod> = kube::Api::namespaced(client, &args.namespace);
-    let (reader, writer) = reflector::store::<Pod>();
-    let mut wc = watcher::Config::default().page_size(args.page_size);
-    if args.variant == Variant::KubeRsStreaming {
-        wc = wc.streaming_lists();
-    }
-    let events = if args.variant == Variant::KubeRsStrip {
-        watcher(api, wc)
-            .modify(|pod| pod.metadata.managed_fields = None)
-            .boxed()
-    } else {
-        watcher(api, wc).boxed()
-    };
+    kube::Client::try_from(config).map_err(|e| BenchError::Child(format!("kube client: {e}")))
+}
+
+/// Runs a kube-rs reflector stream until the process ends: counts the updates after the
+/// initial sync, keeps the first errors.
+fn drive_kube_rs<K, S>(
+    stream: S,
+    counter: Arc<Counter>,
+) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<String>>>)
+where
+    S: futures::Stream<
+            Item = Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>,
+        > + Send
+        + Unpin
+        + 'static,
+    K: Send + 'static,
+{
+    use kube::runtime::watcher;
     let errors = Arc::new(Mutex::new(Vec::<String>::new()));
     let task_errors = errors.clone();
-    let mut stream = reflector::reflector(writer, events).boxed();
+    let mut stream = stream;
     let task = tokio::spawn(async move {
         let mut synced = false;
         while let Some(ev) = stream.next().await {
@@ -493,6 +578,55 @@ async fn start_kube_rs(
             }
         }
     });
+    (task, errors)
+}
+
+async fn start_kube_rs_metadata(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    // kube-rs 5: an Api of PartialObjectMeta makes metadata-only requests.
+    let api: kube::Api<KubeRsMeta> =
+        kube::Api::namespaced(kube_client(args).await?, &args.namespace);
+    let (reader, writer) = reflector::store::<KubeRsMeta>();
+    let wc = watcher::Config::default().page_size(args.page_size);
+    let events = watcher(api, wc).modify(|m| m.metadata.managed_fields = None);
+    let (task, errors) = drive_kube_rs(reflector::reflector(writer, events).boxed(), counter);
+    let ready = tokio::time::timeout(timeout, reader.wait_until_ready()).await;
+    if !matches!(ready, Ok(Ok(()))) {
+        let errs = errors.lock().unwrap_or_else(|p| p.into_inner()).join("; ");
+        return Err(BenchError::Child(format!(
+            "kube-rs metadata reflector not ready after {timeout:?}: {errs}"
+        )));
+    }
+    Ok((
+        Box::new(KubeRsMetadataCache(reader)),
+        Box::new(AbortOnDrop(task)),
+    ))
+}
+
+async fn start_kube_rs(
+    args: &ChildArgs,
+    counter: Arc<Counter>,
+    timeout: Duration,
+) -> Result<(Box<dyn Cache>, Guard), BenchError> {
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let api: kube::Api<Pod> = kube::Api::namespaced(kube_client(args).await?, &args.namespace);
+    let (reader, writer) = reflector::store::<Pod>();
+    let mut wc = watcher::Config::default().page_size(args.page_size);
+    if args.variant == Variant::KubeRsStreaming {
+        wc = wc.streaming_lists();
+    }
+    let events = if args.variant == Variant::KubeRsStrip {
+        watcher(api, wc)
+            .modify(|pod| pod.metadata.managed_fields = None)
+            .boxed()
+    } else {
+        watcher(api, wc).boxed()
+    };
+    let (task, errors) = drive_kube_rs(reflector::reflector(writer, events).boxed(), counter);
     let ready = tokio::time::timeout(timeout, reader.wait_until_ready()).await;
     if !matches!(ready, Ok(Ok(()))) {
         let errs = errors.lock().unwrap_or_else(|p| p.into_inner()).join("; ");

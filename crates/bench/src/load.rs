@@ -340,7 +340,64 @@ pub(crate) struct Recording {
     pub server_aligned_chunks: usize,
 }
 
+/// A [`Recording`] in Kubernetes protobuf, for clients that ask for it: the same list
+/// pages, full list and watch events, encoded as kube-apiserver encodes them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProtoRecording {
+    pub pages: HashMap<String, Bytes>,
+    pub full_list: Bytes,
+    /// Length-prefixed watch frames; chunk `i` holds the events whose JSON line ends in
+    /// chunk `i` of the JSON stream (empty chunks left out), so both pace alike.
+    pub watch: Vec<Bytes>,
+}
+
+fn to_protobuf(json: &[u8]) -> Result<Vec<u8>, BenchError> {
+    let v: serde_json::Value = serde_json::from_slice(json)
+        .map_err(|e| BenchError::Setup(format!("recorded body is not JSON: {e}")))?;
+    kubewright_proto::encode(&v)
+        .map_err(|e| BenchError::Setup(format!("recorded body to protobuf: {e}")))
+}
+
 impl Recording {
+    /// The same recording in protobuf.
+    pub(crate) fn protobuf(&self) -> Result<ProtoRecording, BenchError> {
+        let mut pages = HashMap::with_capacity(self.pages.len());
+        for (token, page) in &self.pages {
+            pages.insert(token.clone(), Bytes::from(to_protobuf(page)?));
+        }
+        let full_list = Bytes::from(to_protobuf(&self.full_list)?);
+        let mut watch = Vec::with_capacity(self.watch.len());
+        let mut line = Vec::new();
+        for chunk in &self.watch {
+            let mut frames = Vec::new();
+            let mut rest = &chunk[..];
+            while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+                line.extend_from_slice(&rest[..end]);
+                rest = &rest[end + 1..];
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    line.clear();
+                    continue;
+                }
+                let ev: serde_json::Value = serde_json::from_slice(&line)
+                    .map_err(|e| BenchError::Setup(format!("recorded event is not JSON: {e}")))?;
+                line.clear();
+                let kind = ev["type"].as_str().unwrap_or("");
+                let object = kubewright_proto::encode(&ev["object"])
+                    .map_err(|e| BenchError::Setup(format!("recorded event to protobuf: {e}")))?;
+                frames.extend_from_slice(&kubewright_proto::watch::encode_frame(kind, &object));
+            }
+            line.extend_from_slice(rest);
+            if !frames.is_empty() {
+                watch.push(Bytes::from(frames));
+            }
+        }
+        Ok(ProtoRecording {
+            pages,
+            full_list,
+            watch,
+        })
+    }
+
     /// Re-frames the watch stream into chunks of `size` bytes.
     pub(crate) fn rechunk(&mut self, size: usize) {
         let mut all = bytes::BytesMut::with_capacity(self.watch_bytes);
@@ -570,6 +627,11 @@ fn synthetic_event(
     resource_version: u64,
 ) -> Result<Vec<u8>, BenchError> {
     let mut obj = listed.clone();
+    // List items carry no apiVersion and kind (as kube-apiserver writes them); events do.
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("apiVersion".into(), "v1".into());
+        o.insert("kind".into(), "Pod".into());
+    }
     let meta = obj
         .get_mut("metadata")
         .and_then(|m| m.as_object_mut())
@@ -603,6 +665,31 @@ fn synthetic_event(
         .map_err(|e| BenchError::Setup(format!("encode event: {e}")))?;
     line.extend_from_slice(b"}\n");
     Ok(line)
+}
+
+/// Where two JSON values first differ (a JSON pointer, and the two values there).
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: String) -> String {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys()) {
+                let (u, v) = (&x.get(k), &y.get(k));
+                if u != v {
+                    let (u, v) = (u.unwrap_or(&Value::Null), v.unwrap_or(&Value::Null));
+                    return first_difference(u, v, format!("{at}/{k}"));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                if u != v {
+                    return first_difference(u, v, format!("{at}/{i}"));
+                }
+            }
+        }
+        _ => {}
+    }
+    format!("{at}: server {a}, synthesized {b}")
 }
 
 /// Synthesizes the events of updates `first..updates` (see [`synthetic_event`]), after
@@ -656,7 +743,8 @@ fn synthesize(
         }
         if want != got {
             return Err(BenchError::Setup(format!(
-                "synthesized events differ from the server's (pod {name}); record every event with --events-from-server"
+                "synthesized events differ from the server's (pod {name}, at {}); record every event with --events-from-server",
+                first_difference(&want, &got, String::new())
             )));
         }
     }

@@ -4,10 +4,12 @@
 //! child has synced). Streaming lists (`sendInitialEvents`) are refused with 422, as by a
 //! server without the WatchList feature, so clients that try them fall back to lists.
 //! Every child gets the identical bytes in the identical chunks, so the comparison
-//! measures the clients' decoding and caching, not the API server.
+//! measures the clients' decoding and caching, not the API server. A client that accepts
+//! `application/vnd.kubernetes.protobuf` (kubewright's informers, by default) gets the
+//! same recording in protobuf, as kube-apiserver would answer it.
 
 use crate::BenchError;
-use crate::load::Recording;
+use crate::load::{ProtoRecording, Recording};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{Request, Response, StatusCode};
@@ -24,6 +26,7 @@ type Body = BoxBody<Bytes, Infallible>;
 struct State {
     path: String,
     recording: Recording,
+    proto: ProtoRecording,
     /// Closed (false) until the parent releases the watch stream.
     gate: watch::Sender<bool>,
 }
@@ -49,9 +52,11 @@ impl ReplayServer {
         let addr = listener
             .local_addr()
             .map_err(|e| BenchError::Setup(format!("replay server: {e}")))?;
+        let proto = recording.protobuf()?;
         let state = Arc::new(State {
             path: format!("/api/v1/namespaces/{namespace}/pods"),
             recording,
+            proto,
             gate: watch::Sender::new(false),
         });
         let accept_state = state.clone();
@@ -95,12 +100,20 @@ impl ReplayServer {
     }
 }
 
+const JSON: &str = "application/json";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
 fn full(status: StatusCode, body: Bytes) -> Response<Body> {
+    typed(status, body, JSON)
+}
+
+fn typed(status: StatusCode, body: Bytes, content_type: &'static str) -> Response<Body> {
     let mut resp = Response::new(Full::new(body).boxed());
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
+        http::HeaderValue::from_static(content_type),
     );
     resp
 }
@@ -117,6 +130,12 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
     if req.method() != http::Method::GET || req.uri().path() != state.path {
         return status(StatusCode::NOT_FOUND, "NotFound", "not recorded");
     }
+    // Protobuf when the client lists it first, as kube-apiserver negotiates.
+    let protobuf = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with(PROTOBUF));
     let mut watch_requested = false;
     let mut token = String::new();
     let mut from_cache = false;
@@ -138,11 +157,16 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
         );
     }
     if !watch_requested {
+        let (full_list, pages, content_type) = if protobuf {
+            (&state.proto.full_list, &state.proto.pages, PROTOBUF)
+        } else {
+            (&state.recording.full_list, &state.recording.pages, JSON)
+        };
         if from_cache && token.is_empty() {
-            return full(StatusCode::OK, state.recording.full_list.clone());
+            return typed(StatusCode::OK, full_list.clone(), content_type);
         }
-        return match state.recording.pages.get(&token) {
-            Some(page) => full(StatusCode::OK, page.clone()),
+        return match pages.get(&token) {
+            Some(page) => typed(StatusCode::OK, page.clone(), content_type),
             None => status(StatusCode::GONE, "Expired", "unknown continue token"),
         };
     }
@@ -156,17 +180,18 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
     }
     // The recorded events, then nothing: the watch stays open (a closed watch would make
     // the client re-watch, and a second stream would double the events).
-    let chunks: Vec<Result<Frame<Bytes>, Infallible>> = state
-        .recording
-        .watch
-        .iter()
-        .map(|c| Ok(Frame::data(c.clone())))
-        .collect();
+    let (watch, content_type) = if protobuf {
+        (&state.proto.watch, PROTOBUF_WATCH)
+    } else {
+        (&state.recording.watch, JSON)
+    };
+    let chunks: Vec<Result<Frame<Bytes>, Infallible>> =
+        watch.iter().map(|c| Ok(Frame::data(c.clone()))).collect();
     let body = futures::stream::iter(chunks).chain(futures::stream::pending());
     let mut resp = Response::new(BodyExt::boxed(StreamBody::new(body)));
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
+        http::HeaderValue::from_static(content_type),
     );
     resp
 }

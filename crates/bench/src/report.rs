@@ -339,62 +339,14 @@ impl fmt::Display for Report {
                     pairs.push((v, b));
                 }
             }
-            if pairs.is_empty() {
-                continue;
-            }
-            writeln!(
-                f,
-                "  ratios kubewright / kube-rs (targets: sync time and steady RSS <= {TARGET_SYNC:.1}, events/s >= {TARGET_THROUGHPUT:.1})"
-            )?;
-            let ratio_col = pairs
-                .iter()
-                .map(|(k, b)| k.name().len() + b.name().len() + 5)
-                .max()
-                .unwrap_or(0)
-                .max(26);
-            write!(f, "  {:<LABEL$}", "")?;
-            for (k, b) in &pairs {
-                write!(f, "{:>ratio_col$}", format!("{k} / {b}"))?;
-            }
-            writeln!(f)?;
-            type Metric = fn(&ChildResult, &ChildResult) -> String;
-            let metrics: [(&str, Metric); 5] = [
-                ("sync time", |k, b| {
-                    judge(ratio(k.sync.sync_secs, b.sync.sync_secs), TARGET_SYNC, true)
-                }),
-                ("steady RSS after sync", |k, b| {
-                    judge(
-                        ratio(k.sync.rss_after_sync as f64, b.sync.rss_after_sync as f64),
-                        TARGET_MEMORY,
-                        true,
-                    )
-                }),
-                ("peak RSS", |k, b| {
-                    ratio(k.peak_rss as f64, b.peak_rss as f64)
-                        .map_or("n/a".into(), |r| format!("{r:.2}x"))
-                }),
-                ("events/s", |k, b| {
-                    judge(
-                        ratio(k.events_per_sec(), b.events_per_sec()),
-                        TARGET_THROUGHPUT,
-                        false,
-                    )
-                }),
-                ("CPU per event", |k, b| {
-                    ratio(k.cpu_us_per_event(), b.cpu_us_per_event())
-                        .map_or("n/a".into(), |r| format!("{r:.2}x"))
-                }),
-            ];
-            for (name, metric) in metrics {
-                write!(f, "  {name:<LABEL$}")?;
-                for (k, b) in &pairs {
-                    let cell = match (self.get(*k, mode), self.get(*b, mode)) {
-                        (Some(k), Some(b)) => metric(k, b),
-                        _ => "n/a".into(),
-                    };
-                    write!(f, "{cell:>ratio_col$}")?;
+            // The targets are for caches of whole pods; metadata-only caches are
+            // compared without them.
+            let (meta, pods): (Vec<_>, Vec<_>) =
+                pairs.into_iter().partition(|(k, _)| k.is_metadata());
+            for (pairs, targets) in [(pods, true), (meta, false)] {
+                if !pairs.is_empty() {
+                    ratio_table(f, self, mode, &pairs, targets)?;
                 }
-                writeln!(f)?;
             }
         }
         writeln!(f)?;
@@ -428,4 +380,83 @@ impl fmt::Display for Report {
         }
         writeln!(f, "; whole run {:.0} s", self.total_secs)
     }
+}
+
+/// The ratio rows of kubewright variants against their kube-rs baselines, judged against
+/// the targets when `targets`.
+fn ratio_table(
+    f: &mut fmt::Formatter<'_>,
+    report: &Report,
+    mode: Mode,
+    pairs: &[(Variant, Variant)],
+    targets: bool,
+) -> fmt::Result {
+    if targets {
+        writeln!(
+            f,
+            "  ratios kubewright / kube-rs (targets: sync time and steady RSS <= {TARGET_SYNC:.1}, events/s >= {TARGET_THROUGHPUT:.1})"
+        )?;
+    } else {
+        writeln!(
+            f,
+            "  ratios kubewright / kube-rs, metadata-only caches (no targets)"
+        )?;
+    }
+    let ratio_col = pairs
+        .iter()
+        .map(|(k, b)| k.name().len() + b.name().len() + 5)
+        .max()
+        .unwrap_or(0)
+        .max(26);
+    write!(f, "  {:<LABEL$}", "")?;
+    for (k, b) in pairs {
+        write!(f, "{:>ratio_col$}", format!("{k} / {b}"))?;
+    }
+    writeln!(f)?;
+    let plain = |r: Option<f64>| r.map_or("n/a".into(), |r| format!("{r:.2}x"));
+    let judged = |r: Option<f64>, target: f64, lower: bool| {
+        if targets {
+            judge(r, target, lower)
+        } else {
+            plain(r)
+        }
+    };
+    type Metric<'a> = &'a dyn Fn(&ChildResult, &ChildResult) -> String;
+    let metrics: [(&str, Metric); 5] = [
+        ("sync time", &|k, b| {
+            judged(ratio(k.sync.sync_secs, b.sync.sync_secs), TARGET_SYNC, true)
+        }),
+        ("steady RSS after sync", &|k, b| {
+            judged(
+                ratio(k.sync.rss_after_sync as f64, b.sync.rss_after_sync as f64),
+                TARGET_MEMORY,
+                true,
+            )
+        }),
+        ("peak RSS", &|k, b| {
+            plain(ratio(k.peak_rss as f64, b.peak_rss as f64))
+        }),
+        ("events/s", &|k, b| {
+            judged(
+                ratio(k.events_per_sec(), b.events_per_sec()),
+                TARGET_THROUGHPUT,
+                false,
+            )
+        }),
+        ("CPU per event", &|k, b| {
+            plain(ratio(k.cpu_us_per_event(), b.cpu_us_per_event()))
+        }),
+    ];
+    for (name, metric) in metrics {
+        write!(f, "  {name:<LABEL$}")?;
+        for (k, b) in pairs {
+            let cell = match (report.get(*k, mode), report.get(*b, mode)) {
+                (Some(k), Some(b)) => metric(k, b),
+                _ => "n/a".into(),
+            };
+            write!(f, "{cell:>ratio_col$}")?;
+        }
+        writeln!(f)?;
+    }
+    Ok(())
 }

@@ -7,7 +7,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::autoscaling::v1::Scale;
 use kubewright_core::{
     ApiResource, DeleteParams, ListParams, ObjectList, PartialObjectMetadata, Patch, PatchParams,
-    PostParams, Request, Resource, Scope, Status, WatchEvent, WatchParams,
+    PostParams, Request, Resource, Scope, Status, Table, WatchEvent, WatchParams,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -55,6 +55,8 @@ pub struct Api<K: Resource> {
     skip_managed_fields: bool,
     /// Ask for Kubernetes protobuf (only for kinds that have it).
     protobuf: bool,
+    /// Ask for metadata (`PartialObjectMetadata`) in protobuf: any resource has that form.
+    metadata_protobuf: bool,
 }
 
 impl<K: Resource> Debug for Api<K> {
@@ -99,6 +101,7 @@ impl<K: Resource> Api<K> {
             namespace: None,
             skip_managed_fields: false,
             protobuf: false,
+            metadata_protobuf: false,
         }
         .with_content_type(ct)
     }
@@ -116,6 +119,7 @@ impl<K: Resource> Api<K> {
             namespace,
             skip_managed_fields: false,
             protobuf: false,
+            metadata_protobuf: false,
         }
         .with_content_type(ct)
     }
@@ -140,7 +144,9 @@ impl<K: Resource> Api<K> {
     /// Sets the wire format of responses ([`ContentType`]; the default comes from
     /// [`Config::content_type`](crate::Config::content_type)). Protobuf is asked for only
     /// when the kind has a protobuf form (the built-in kinds); custom resources stay JSON.
-    /// Request bodies are always JSON.
+    /// Metadata-only requests ([`Api::list_metadata`] and the like) ask for protobuf for
+    /// every resource, custom ones too: `PartialObjectMetadata` has a protobuf form
+    /// whatever the object's kind. Request bodies are always JSON.
     ///
     /// ```no_run
     /// # async fn run(client: kubewright_client::Client) -> Result<(), kubewright_client::Error> {
@@ -153,7 +159,8 @@ impl<K: Resource> Api<K> {
     /// ```
     #[must_use]
     pub fn with_content_type(mut self, ct: crate::ContentType) -> Self {
-        self.protobuf = ct == crate::ContentType::Protobuf
+        self.metadata_protobuf = ct == crate::ContentType::Protobuf;
+        self.protobuf = self.metadata_protobuf
             && kubewright_proto::supports(&K::api_version(&self.dyntype), &K::kind(&self.dyntype));
         self
     }
@@ -191,11 +198,26 @@ impl<K: Resource> Api<K> {
 /// Tables, servers without protobuf).
 const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
-fn metadata_accept(list: bool) -> &'static str {
-    if list {
-        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-    } else {
-        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+/// Tables have no protobuf form: always JSON, as `kubectl get` asks.
+const TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// The Accept of metadata-only requests: client-go's metadata client asks for protobuf
+/// first, then JSON, each as `PartialObjectMetadata(List)`; plain JSON last, for servers
+/// that have no metadata form (kube-apiserver answers it with the whole objects).
+fn metadata_accept(list: bool, protobuf: bool) -> &'static str {
+    match (list, protobuf) {
+        (true, true) => {
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+        }
+        (true, false) => {
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+        }
+        (false, true) => {
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+        }
+        (false, false) => {
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+        }
     }
 }
 
@@ -395,7 +417,7 @@ where
         let mut req = self.request.get(name, None)?;
         req.headers_mut().insert(
             http::header::ACCEPT,
-            http::HeaderValue::from_static(metadata_accept(false)),
+            http::HeaderValue::from_static(metadata_accept(false, self.metadata_protobuf)),
         );
         self.one(req).await
     }
@@ -407,7 +429,7 @@ where
         let mut req = self.request.list(lp)?;
         req.headers_mut().insert(
             http::header::ACCEPT,
-            http::HeaderValue::from_static(metadata_accept(true)),
+            http::HeaderValue::from_static(metadata_accept(true, self.metadata_protobuf)),
         );
         self.many(req).await
     }
@@ -420,9 +442,50 @@ where
         let mut req = self.request.watch(wp, resource_version)?;
         req.headers_mut().insert(
             http::header::ACCEPT,
-            http::HeaderValue::from_static(metadata_accept(false)),
+            http::HeaderValue::from_static(metadata_accept(false, self.metadata_protobuf)),
         );
         self.events(req).await
+    }
+
+    /// Lists objects as the server prints them for `kubectl get`: a [`Table`] of the
+    /// resource's columns, a row per object. Asked for in JSON even when this Api uses
+    /// protobuf (Tables have none).
+    ///
+    /// ```no_run
+    /// # async fn run(api: kubewright_client::Api<k8s_openapi::api::core::v1::Pod>) -> kubewright_client::Result<()> {
+    /// let table = api.list_table(&Default::default()).await?;
+    /// let status = table.column("Status");
+    /// for row in &table.rows {
+    ///     println!("{} {}", row.cells[0], status.map_or(&serde_json::Value::Null, |i| &row.cells[i]));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_table(&self, lp: &ListParams) -> Result<Table> {
+        self.table(self.request.list(lp)?).await
+    }
+
+    /// One object as the server prints it: a [`Table`] with one row.
+    pub async fn get_table(&self, name: &str) -> Result<Table> {
+        self.table(self.request.get(name, None)?).await
+    }
+
+    async fn table(&self, mut req: http::Request<Vec<u8>>) -> Result<Table> {
+        req.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(TABLE_ACCEPT),
+        );
+        let table: Table = self.client.request(req).await?;
+        if table.kind != "Table" {
+            // A server that cannot print tables answers the plain object or list.
+            return Err(Error::Decode {
+                what: "Table".into(),
+                source: serde::de::Error::custom(format!(
+                    "the server answered a {:?}, not a Table",
+                    table.kind
+                )),
+            });
+        }
+        Ok(table)
     }
 
     /// Collects a finite watch (one with a server timeout) into a Vec.

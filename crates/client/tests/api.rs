@@ -461,6 +461,53 @@ async fn metadata_only_list() {
 }
 
 #[tokio::test]
+async fn server_side_tables_in_json_even_over_protobuf() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns)
+        .with_content_type(kubewright_client::ContentType::Protobuf);
+    for name in ["t-a", "t-b"] {
+        api.create(
+            &PostParams::default(),
+            &cm(name, &[("t", "1")], &[("k", "v")]),
+        )
+        .await
+        .unwrap();
+    }
+    let table = api
+        .list_table(&ListParams::default().labels("t=1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (table.api_version.as_str(), table.kind.as_str()),
+        ("meta.k8s.io/v1", "Table")
+    );
+    // ConfigMaps print Name, Data and Age (kube-apiserver's printer).
+    let (name, data) = (table.column("Name").unwrap(), table.column("Data").unwrap());
+    assert!(table.column("Age").is_some());
+    let mut names: Vec<_> = table.rows.iter().map(|r| r.cells[name].clone()).collect();
+    names.sort_by_key(|v| v.to_string());
+    assert_eq!(names, [json!("t-a"), json!("t-b")]);
+    assert!(table.rows.iter().all(|r| r.cells[data] == json!(1)));
+    // Each row carries the object's metadata by default.
+    let obj = table.rows[0].object.as_ref().unwrap();
+    assert_eq!(obj["kind"], "PartialObjectMetadata");
+    assert!(
+        !table
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default()
+            .is_empty()
+    );
+
+    let one = api.get_table("t-a").await.unwrap();
+    assert_eq!(one.rows.len(), 1);
+    assert_eq!(one.rows[0].cells[name], json!("t-a"));
+    assert!(api.get_table("nope").await.unwrap_err().is_not_found());
+}
+
+#[tokio::test]
 async fn errors_map_to_helpers() {
     let env = TestEnv::start().await;
     let ns = env.namespace().await;

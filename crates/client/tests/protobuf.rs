@@ -251,3 +251,100 @@ async fn kinds_without_protobuf_stay_json() {
         Api::namespaced_with(client, &ns, &unknown).with_content_type(ContentType::Protobuf);
     assert_eq!(widgets.content_type(), ContentType::Json);
 }
+
+#[tokio::test]
+async fn metadata_only_requests_travel_as_protobuf() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let (client, seen) = recording(&env);
+    let pb: Api<ConfigMap> =
+        Api::namespaced(client.clone(), &ns).with_content_type(ContentType::Protobuf);
+    let json: Api<ConfigMap> = Api::namespaced(client, &ns);
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("m1".into());
+    cm.metadata.labels = Some([("t".to_string(), "meta".to_string())].into());
+    cm.metadata.annotations = Some([("note".to_string(), "é".to_string())].into());
+    cm.data = Some([("k".to_string(), "v".to_string())].into());
+    json.create(&PostParams::default(), &cm).await.unwrap();
+    take(&seen);
+    let is_pb = |seen: &Mutex<Vec<String>>| {
+        let cts = take(seen);
+        assert!(
+            !cts.is_empty()
+                && cts
+                    .iter()
+                    .all(|c| c.starts_with("application/vnd.kubernetes.protobuf")),
+            "{cts:?}"
+        );
+    };
+
+    // One object and a list: the same metadata as the JSON answers.
+    let one = pb.get_metadata("m1").await.unwrap();
+    is_pb(&seen);
+    assert_eq!(
+        one.metadata,
+        json.get_metadata("m1").await.unwrap().metadata
+    );
+    assert_eq!(one.types.as_ref().unwrap().kind, "PartialObjectMetadata");
+    assert_eq!(one.metadata.annotations.as_ref().unwrap()["note"], "é");
+    assert!(one.metadata.managed_fields.is_some());
+    take(&seen);
+    let lp = ListParams::default().labels("t=meta");
+    let list = pb.list_metadata(&lp).await.unwrap();
+    is_pb(&seen);
+    assert!(list.metadata.resource_version.is_some());
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata, one.metadata);
+    let lean = pb
+        .clone()
+        .without_managed_fields()
+        .list_metadata(&lp)
+        .await
+        .unwrap();
+    assert!(lean.items[0].metadata.managed_fields.is_none());
+    assert_eq!(lean.items[0].metadata.labels, one.metadata.labels);
+    take(&seen);
+
+    // A streaming list of metadata, then a change.
+    let wp = WatchParams {
+        label_selector: Some("t=meta".into()),
+        bookmarks: true,
+        send_initial_events: true,
+        timeout: Some(30),
+        ..Default::default()
+    };
+    let mut stream = Box::pin(pb.watch_metadata(&wp, "").await.unwrap());
+    is_pb(&seen);
+    let mut added = Vec::new();
+    loop {
+        match stream.next().await.unwrap().unwrap() {
+            WatchEvent::Added(o) => added.push(o.metadata.name.unwrap()),
+            WatchEvent::Bookmark(b) if b.is_initial_events_end() => break,
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(added, ["m1"]);
+    json.patch(
+        "m1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
+    .unwrap();
+    loop {
+        match stream.next().await.unwrap().unwrap() {
+            WatchEvent::Modified(o) => {
+                assert_eq!(o.metadata.labels.as_ref().unwrap()["x"], "y");
+                break;
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    // JSON clients keep asking for JSON.
+    take(&seen);
+    json.list_metadata(&lp).await.unwrap();
+    assert!(take(&seen)[0].starts_with("application/json"));
+}

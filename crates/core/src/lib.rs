@@ -11,10 +11,12 @@ pub mod key;
 pub mod metadata;
 pub mod object;
 pub mod params;
+pub mod quantity;
 pub mod request;
 pub mod resource;
 pub mod selector;
 pub mod status;
+pub mod table;
 pub mod watch;
 
 pub use dynamic::{ApiResource, DynamicObject};
@@ -30,6 +32,7 @@ pub use request::{Request, RequestError};
 pub use resource::{NamespaceScope, Resource, ResourceExt, Scope};
 pub use selector::{FieldSelector, LabelSelector, SelectorParseError};
 pub use status::{Status, StatusCause, StatusDetails};
+pub use table::{Table, TableColumnDefinition, TableRow};
 pub use watch::WatchEvent;
 
 /// Re-export of the k8s-openapi crate this version of kubewright is built against.

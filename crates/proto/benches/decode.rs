@@ -52,7 +52,27 @@ fn pod() -> serde_json::Value {
     })
 }
 
+/// Runs one measurement unless the command line names others (`-- lean` runs the names
+/// that contain "lean").
 fn time(name: &str, f: impl Fn()) {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+        return;
+    }
+    // A fixed count, for instruction counting (`valgrind --tool=callgrind`).
+    if let Some(n) = std::env::var("DECODE_ITERS")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+    {
+        for _ in 0..n {
+            f();
+        }
+        println!("{name}: {n} iterations");
+        return;
+    }
     for _ in 0..200 {
         f();
     }
@@ -88,7 +108,61 @@ fn main() {
     time("kubewright_proto::from_slice::<Pod>", || {
         black_box(kubewright_proto::from_slice::<Pod>(black_box(&pb)).expect("pb"));
     });
+    // What a lean cache holds: the object's message without managedFields.
+    let raw = kubewright_proto::strip_managed_fields(unknown_raw(&pb)).expect("strip");
+    time(
+        "kubewright_proto::from_raw::<Pod> (lean, no managedFields)",
+        || {
+            black_box(kubewright_proto::from_raw::<Pod>("v1", "Pod", black_box(&raw)).expect("pb"));
+        },
+    );
+    let mut stripped = v.clone();
+    stripped["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("managedFields");
+    let stripped_json = serde_json::to_vec(&stripped).expect("json");
+    time("serde_json::from_slice::<Pod> (no managedFields)", || {
+        black_box(serde_json::from_slice::<Pod>(black_box(&stripped_json)).expect("json"));
+    });
+    // The floor: the target types' own visitors and allocations, from a decoded tree.
+    time(
+        "Pod::deserialize(&serde_json::Value) (no managedFields)",
+        || {
+            black_box(
+                <Pod as serde::Deserialize>::deserialize(black_box(&stripped)).expect("value"),
+            );
+        },
+    );
     time("kubewright_proto::decode (to serde_json::Value)", || {
         black_box(kubewright_proto::decode(black_box(&pb)).expect("pb"));
     });
+}
+
+/// The `raw` field (2) of the `runtime.Unknown` after the `k8s\0` prefix.
+fn unknown_raw(body: &[u8]) -> &[u8] {
+    let mut rest = &body[4..];
+    while !rest.is_empty() {
+        let key = rest[0];
+        rest = &rest[1..];
+        let (len, n) = varint(rest);
+        rest = &rest[n..];
+        let (value, tail) = rest.split_at(len as usize);
+        if key == (2 << 3 | 2) {
+            return value;
+        }
+        rest = tail;
+    }
+    panic!("no raw field");
+}
+
+fn varint(b: &[u8]) -> (u64, usize) {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate() {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return (v, i + 1);
+        }
+    }
+    panic!("truncated varint");
 }

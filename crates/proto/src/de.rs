@@ -16,8 +16,8 @@
 //! the same instantiation as a JSON response.
 
 use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Target, Type};
-use crate::value::{go_duration, rfc3339};
-use crate::wire::Reader;
+use crate::value::{Stamp, go_duration};
+use crate::wire::{Reader, Unknown};
 use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
 use serde::de::{
@@ -57,6 +57,54 @@ pub fn from_raw<'de, T: de::Deserialize<'de>>(
     })
 }
 
+/// Decodes only the `metadata` of an object's message (of a known `apiVersion` and
+/// `kind`, without the envelope), e.g. into an `ObjectMeta`: the rest of the message is
+/// skipped, not decoded. A message without metadata gives the empty metadata.
+pub fn metadata_from_raw<'de, T: de::Deserialize<'de>>(
+    api_version: &str,
+    kind: &str,
+    raw: &'de [u8],
+) -> Result<T> {
+    let schema = schema()?;
+    let Target::Message(idx) = target_of(schema, api_version, kind)? else {
+        return Err(Error::new(format!("{kind:?} is a list, not an object")));
+    };
+    let msg = &schema.messages[idx];
+    let Some(fi) = msg.fields.iter().position(|f| f.json == "metadata") else {
+        return Err(Error::new(format!("{kind:?} has no metadata")));
+    };
+    let field = &msg.fields[fi];
+    if !matches!(field.ty, Type::Message(_)) {
+        return Err(Error::new(format!(
+            "the metadata of {kind:?} is not a message"
+        )));
+    }
+    let mut occurrences = Vec::with_capacity(1);
+    let mut r = Reader::new(raw);
+    while let Some((num, wire)) = r.key()? {
+        if num == field.number {
+            if !field.accepts(wire) {
+                return Err(wire_error(schema, field, wire).at("metadata"));
+            }
+            occurrences.push(Entry {
+                owner: idx as u32,
+                field: fi as u32,
+                data: Data::Bytes(r.bytes()?),
+            });
+        } else {
+            r.skip(wire)?;
+        }
+    }
+    // Several occurrences merge, as in the whole object.
+    T::deserialize(Value {
+        schema,
+        field,
+        group: &occurrences,
+        depth: 0,
+    })
+    .map_err(|e| e.at("metadata"))
+}
+
 fn schema() -> Result<&'static Schema> {
     SCHEMA.as_ref().map_err(|e| Error::new(e.clone()))
 }
@@ -81,56 +129,25 @@ pub(crate) struct Top<'de> {
 
 impl<'de> Top<'de> {
     pub(crate) fn parse(body: &'de [u8], depth: usize) -> Result<Self> {
-        let Some(envelope) = body.strip_prefix(MAGIC) else {
-            return Err(Error::new(
-                "missing the Kubernetes protobuf prefix \"k8s\\x00\"",
-            ));
-        };
+        let u = Unknown::parse(body)?;
         if depth > MAX_DEPTH {
             return Err(Error::new(format!(
                 "messages are nested more than {MAX_DEPTH} deep"
             )));
         }
         let schema = schema()?;
-        let mut api_version = "";
-        let mut kind = "";
-        let mut raw: &[u8] = &[];
-        let mut r = Reader::new(envelope);
-        while let Some((num, wire)) = r.key()? {
-            match (num, wire) {
-                (1, 2) => {
-                    let mut tm = Reader::new(r.bytes()?);
-                    while let Some((n, w)) = tm.key()? {
-                        match (n, w) {
-                            (1, 2) => api_version = str_of(tm.bytes()?)?,
-                            (2, 2) => kind = str_of(tm.bytes()?)?,
-                            _ => tm.skip(w)?,
-                        }
-                    }
-                }
-                (2, 2) => raw = r.bytes()?,
-                (3 | 4, 2) => {
-                    let v = r.bytes()?;
-                    if !v.is_empty() {
-                        let what = if num == 3 {
-                            "content encoding"
-                        } else {
-                            "content type"
-                        };
-                        return Err(Error::new(format!(
-                            "unsupported {what} {:?} in runtime.Unknown",
-                            String::from_utf8_lossy(v)
-                        )));
-                    }
-                }
-                (1..=4, _) => {
-                    return Err(Error::new(format!(
-                        "wire type {wire} is wrong for field {num} of runtime.Unknown"
-                    )));
-                }
-                _ => r.skip(wire)?,
+        for (what, v) in [
+            ("content encoding", u.content_encoding),
+            ("content type", u.content_type),
+        ] {
+            if !v.is_empty() {
+                return Err(Error::new(format!(
+                    "unsupported {what} {:?} in runtime.Unknown",
+                    String::from_utf8_lossy(v)
+                )));
             }
         }
+        let (api_version, kind, raw) = (str_of(u.api_version)?, str_of(u.kind)?, u.raw);
         let target = target_of(schema, api_version, kind)?;
         Ok(Self {
             schema,
@@ -180,7 +197,7 @@ impl<'de> Deserializer<'de> for Top<'de> {
                     match (num, wire) {
                         (1, 2) => meta_bytes = r.bytes()?,
                         (2, 2) => items.push(Entry {
-                            owner: item,
+                            owner: item as u32,
                             field: 0,
                             data: Data::Bytes(r.bytes()?),
                         }),
@@ -290,9 +307,9 @@ impl<'de> MapAccess<'de> for ListMap<'de> {
 #[derive(Clone, Copy)]
 struct Entry<'de> {
     /// The message the field belongs to (the parent, or a struct inlined into it).
-    owner: usize,
+    owner: u32,
     /// Index into the owner's `fields`.
-    field: usize,
+    field: u32,
     data: Data<'de>,
 }
 
@@ -317,6 +334,7 @@ impl Data<'_> {
     }
 }
 
+#[inline(always)]
 fn read_data<'de>(r: &mut Reader<'de>, wire: u8) -> Result<Data<'de>> {
     Ok(match wire {
         0 => Data::Varint(r.varint()?),
@@ -343,12 +361,14 @@ fn scan<'de>(
     let msg = &schema.messages[idx];
     let mut r = Reader::new(data);
     while let Some((num, wire)) = r.key()? {
-        let Ok(fi) = msg.fields.binary_search_by_key(&num, |f| f.number) else {
+        let Some(fi) = msg.field_index(num) else {
             r.skip(wire)?;
             continue;
         };
         let field = &msg.fields[fi];
-        check_wire(schema, field, wire).map_err(|e| e.at(&field.json))?;
+        if !field.accepts(wire) {
+            return Err(wire_error(schema, field, wire).at(&field.json));
+        }
         let d = read_data(&mut r, wire).map_err(|e| e.at(&field.json))?;
         if field.flags & F_INLINE != 0
             && let (Type::Message(inner), Data::Bytes(b)) = (&field.ty, d)
@@ -358,16 +378,18 @@ fn scan<'de>(
             continue;
         }
         out.push(Entry {
-            owner: idx,
-            field: fi,
+            owner: idx as u32,
+            field: fi as u32,
             data: d,
         });
     }
+    let owner = idx as u32;
     for &fi in &msg.defaults {
-        if !out.iter().any(|e| e.owner == idx && e.field == fi) {
+        let field = fi as u32;
+        if !out.iter().any(|e| e.owner == owner && e.field == field) {
             out.push(Entry {
-                owner: idx,
-                field: fi,
+                owner,
+                field,
                 data: Data::Zero,
             });
         }
@@ -375,22 +397,56 @@ fn scan<'de>(
     Ok(())
 }
 
-fn check_wire(schema: &Schema, field: &Field, wire: u8) -> Result<()> {
-    let ok = match &field.ty {
-        Type::Scalar(s) => wire == s.wire_type() || (field.flags & F_REPEATED != 0 && wire == 2),
-        Type::Message(_) | Type::Map(..) => wire == 2,
-    };
-    if ok {
-        return Ok(());
-    }
+#[cold]
+fn wire_error(schema: &Schema, field: &Field, wire: u8) -> Error {
     let ty = match &field.ty {
         Type::Scalar(s) => format!("{s:?}").to_lowercase(),
         Type::Message(m) => schema.messages[*m].name.clone(),
         Type::Map(..) => "map".into(),
     };
-    Err(Error::new(format!(
+    Error::new(format!(
         "wire type {wire} does not match the field type {ty}"
-    )))
+    ))
+}
+
+thread_local! {
+    /// Field buffers, reused by every message of every decode on this thread (a decode
+    /// holds one per nesting level): in the steady state the decoder allocates nothing
+    /// of its own, only what the target type does.
+    static BUFFERS: std::cell::RefCell<Vec<Vec<Entry<'static>>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Buffers kept per thread, and the largest kept (in entries; an entry is 32 bytes).
+const BUFFERS_KEPT: usize = 32;
+const BUFFER_MAX: usize = 1024;
+
+fn take_buffer<'de>() -> Vec<Entry<'de>> {
+    BUFFERS
+        .try_with(|b| b.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Vec::with_capacity(32))
+}
+
+fn give_back(mut entries: Vec<Entry<'_>>) {
+    if entries.capacity() == 0 || entries.capacity() > BUFFER_MAX {
+        return;
+    }
+    entries.clear();
+    // The empty buffer, relabelled to outlive the body: collecting an emptied
+    // `vec::IntoIter` into elements of the same layout reuses its allocation.
+    #[allow(
+        clippy::unnecessary_filter_map,
+        reason = "it changes the element lifetime"
+    )]
+    let entries: Vec<Entry<'static>> = entries.into_iter().filter_map(|_| None).collect();
+    let _ = BUFFERS.try_with(|b| {
+        let mut b = b.borrow_mut();
+        if b.len() < BUFFERS_KEPT {
+            b.push(entries);
+        }
+    });
 }
 
 /// A message as a map of its JSON keys.
@@ -413,7 +469,7 @@ impl<'de> Fields<'de> {
         depth: usize,
         header: Option<[(&'static str, &'de str); 2]>,
     ) -> Result<Self> {
-        let mut entries = Vec::new();
+        let mut entries = take_buffer();
         scan(schema, idx, data, depth, &mut entries)?;
         Ok(Self::finish(schema, entries, depth, header))
     }
@@ -426,7 +482,7 @@ impl<'de> Fields<'de> {
         parts: &[Entry<'de>],
         depth: usize,
     ) -> Result<Self> {
-        let mut entries = Vec::new();
+        let mut entries = take_buffer();
         for part in parts {
             if let Data::Bytes(b) = part.data {
                 scan(schema, idx, b, depth, &mut entries)?;
@@ -461,7 +517,7 @@ impl<'de> Fields<'de> {
     }
 
     fn field(&self, e: &Entry<'_>) -> &'static Field {
-        &self.schema.messages[e.owner].fields[e.field]
+        &self.schema.messages[e.owner as usize].fields[e.field as usize]
     }
 
     /// Whether Go's JSON encoding leaves this field out.
@@ -473,12 +529,7 @@ impl<'de> Fields<'de> {
             return Ok(true);
         };
         Ok(match &field.ty {
-            _ if field.flags & F_REPEATED != 0 => {
-                group
-                    .iter()
-                    .all(|e| matches!(e.data, Data::Bytes(b) if b.is_empty()))
-                    && matches!(field.ty, Type::Scalar(s) if s.wire_type() != 2)
-            }
+            _ if field.flags & F_REPEATED != 0 => empty_packed(field, group),
             Type::Scalar(_) => last.data.is_zero(),
             Type::Map(..) => false,
             // A pointer to a struct is written when set, even empty; a struct with
@@ -495,6 +546,20 @@ impl<'de> Fields<'de> {
     }
 }
 
+impl Drop for Fields<'_> {
+    fn drop(&mut self) {
+        give_back(std::mem::take(&mut self.entries));
+    }
+}
+
+/// Whether a repeated numeric field holds only empty packed runs (nothing).
+fn empty_packed(field: &Field, group: &[Entry<'_>]) -> bool {
+    matches!(field.ty, Type::Scalar(s) if s.wire_type() != 2)
+        && group
+            .iter()
+            .all(|e| matches!(e.data, Data::Bytes(b) if b.is_empty()))
+}
+
 /// Whether a message decodes to its Go zero value (or, for Time, null).
 fn zero_message(schema: &Schema, idx: usize, data: &[u8], depth: usize) -> Result<bool> {
     if data.is_empty() {
@@ -509,7 +574,7 @@ fn zero_message(schema: &Schema, idx: usize, data: &[u8], depth: usize) -> Resul
     let mut r = Reader::new(data);
     while let Some((num, wire)) = r.key()? {
         let d = read_data(&mut r, wire)?;
-        let Ok(fi) = msg.fields.binary_search_by_key(&num, |f| f.number) else {
+        let Some(fi) = msg.field_index(num) else {
             continue;
         };
         let field = &msg.fields[fi];
@@ -591,6 +656,7 @@ struct Value<'a, 'de> {
 }
 
 impl<'a, 'de> Value<'a, 'de> {
+    #[inline(always)]
     fn last(&self) -> Data<'de> {
         self.group.last().map_or(Data::Zero, |e| e.data)
     }
@@ -824,13 +890,7 @@ impl<'de> Msg<'de> {
             Special::Time | Special::MicroTime => self.data.is_empty(),
             Special::RawJson => raw_bytes(self.data)?.is_empty(),
             Special::PropsOrArray | Special::PropsOrStringArray => {
-                let entries = self.own_fields()?;
-                let (a, b) = if self.special() == Special::PropsOrArray {
-                    ("jSONSchemas", "schema")
-                } else {
-                    ("property", "schema")
-                };
-                self.group(&entries, a).is_none() && self.group(&entries, b).is_none()
+                self.alternative(&self.own_fields()?).is_none()
             }
             _ => false,
         })
@@ -850,18 +910,13 @@ impl<'de> Msg<'de> {
         let fi = msg.fields.iter().position(|f| f.json == json)?;
         let start = entries
             .iter()
-            .position(|e| e.owner == self.idx && e.field == fi)?;
+            .position(|e| e.owner as usize == self.idx && e.field as usize == fi)?;
         let len = entries[start..]
             .iter()
-            .take_while(|e| e.owner == self.idx && e.field == fi)
+            .take_while(|e| e.owner as usize == self.idx && e.field as usize == fi)
             .count();
         let group = &entries[start..start + len];
-        if msg.fields[fi].flags & F_REPEATED != 0
-            && group
-                .iter()
-                .all(|e| matches!(e.data, Data::Bytes(b) if b.is_empty()))
-            && matches!(msg.fields[fi].ty, Type::Scalar(s) if s.wire_type() != 2)
-        {
+        if msg.fields[fi].flags & F_REPEATED != 0 && empty_packed(&msg.fields[fi], group) {
             return None;
         }
         Some(Value {
@@ -872,19 +927,29 @@ impl<'de> Msg<'de> {
         })
     }
 
+    /// Of a `JSONSchemaPropsOrArray` (`JSONSchemaPropsOrStringArray`): the list of
+    /// schemas (of strings) if not empty, else the schema; None reads as null.
+    fn alternative<'a>(&self, entries: &'a [Entry<'de>]) -> Option<Value<'a, 'de>> {
+        let list = if self.special() == Special::PropsOrArray {
+            "jSONSchemas"
+        } else {
+            "property"
+        };
+        self.group(entries, list)
+            .or_else(|| self.group(entries, "schema"))
+    }
+
     /// The types whose JSON form is a union or a bare list: the apiextensions
     /// `JSONSchemaPropsOr*` and slice wrappers such as `ExtraValue`.
     fn union<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         let entries = self.own_fields()?;
         match self.special() {
-            // The list of schemas if any, else the schema (or null).
-            Special::PropsOrArray => match self
-                .group(&entries, "jSONSchemas")
-                .or_else(|| self.group(&entries, "schema"))
-            {
-                Some(v) => v.deserialize_any(visitor),
-                None => visitor.visit_unit(),
-            },
+            Special::PropsOrArray | Special::PropsOrStringArray => {
+                match self.alternative(&entries) {
+                    Some(v) => v.deserialize_any(visitor),
+                    None => visitor.visit_unit(),
+                }
+            }
             // The schema if any, else the boolean.
             Special::PropsOrBool => match self.group(&entries, "schema") {
                 Some(v) => v.deserialize_any(visitor),
@@ -892,14 +957,6 @@ impl<'de> Msg<'de> {
                     self.group(&entries, "allows")
                         .is_some_and(|v| !v.last().is_zero()),
                 ),
-            },
-            // The string list if not empty, else the schema, else null.
-            Special::PropsOrStringArray => match self
-                .group(&entries, "property")
-                .or_else(|| self.group(&entries, "schema"))
-            {
-                Some(v) => v.deserialize_any(visitor),
-                None => visitor.visit_unit(),
             },
             // A slice type: its items.
             _ => match self.group(&entries, "items") {
@@ -973,7 +1030,7 @@ impl<'de> Deserializer<'de> for Msg<'de> {
                     // Kubernetes drops the nanoseconds of a Time.
                     0
                 };
-                visitor.visit_string(rfc3339(secs * 1_000_000_000 + nanos, micro)?)
+                visitor.visit_str(Stamp::new(secs * 1_000_000_000 + nanos, micro)?.as_str())
             }
             Special::Duration => {
                 let (ints, _) = small(self.data)?;

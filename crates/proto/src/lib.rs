@@ -31,10 +31,11 @@ mod de;
 mod encode;
 mod schema;
 mod value;
+pub mod walk;
 pub mod watch;
 mod wire;
 
-pub use de::{from_raw, from_slice, strip_managed_fields};
+pub use de::{from_raw, from_slice, metadata_from_raw, strip_managed_fields};
 pub use encode::{EncodeError, encode, supports};
 pub use value::decode;
 
@@ -68,31 +69,39 @@ const APIEXT: &str = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1."
 
 /// Why a protobuf body could not be decoded: what was wrong, and where (the JSON path
 /// of the field).
+///
+/// One pointer wide, so that the decoder's many `Result`s stay small.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
+pub struct Error(Box<ErrorInner>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ErrorInner {
     msg: String,
+    /// Innermost segment first.
     path: Vec<String>,
 }
 
 impl Error {
+    #[cold]
     pub(crate) fn new(msg: impl Into<String>) -> Self {
-        Self {
+        Self(Box::new(ErrorInner {
             msg: msg.into(),
             path: Vec::new(),
-        }
+        }))
     }
+    #[cold]
     pub(crate) fn at(mut self, segment: &str) -> Self {
-        self.path.push(segment.to_string());
+        self.0.path.push(segment.to_string());
         self
     }
     /// What was wrong, without the path.
     pub fn message(&self) -> &str {
-        &self.msg
+        &self.0.msg
     }
     /// The dotted JSON path of the field, when known.
     pub fn path(&self) -> Option<String> {
-        (!self.path.is_empty()).then(|| {
-            let path: Vec<&str> = self.path.iter().rev().map(String::as_str).collect();
+        (!self.0.path.is_empty()).then(|| {
+            let path: Vec<&str> = self.0.path.iter().rev().map(String::as_str).collect();
             path.join(".")
         })
     }
@@ -100,7 +109,7 @@ impl Error {
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid protobuf body: {}", self.msg)?;
+        write!(f, "invalid protobuf body: {}", self.0.msg)?;
         if let Some(path) = self.path() {
             write!(f, " (at {path})")?;
         }

@@ -90,6 +90,16 @@ pub(crate) struct Field {
     pub(crate) json: String,
     pub(crate) ty: Type,
     pub(crate) flags: u8,
+    /// The wire types the field may arrive in: its own type's, and also 2 (a packed
+    /// run) when it is repeated (else the first again).
+    pub(crate) wires: [u8; 2],
+}
+
+impl Field {
+    #[inline(always)]
+    pub(crate) fn accepts(&self, wire: u8) -> bool {
+        wire == self.wires[0] || wire == self.wires[1]
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +126,20 @@ pub(crate) struct Message {
     /// Indices of the non-pointer scalars Go's JSON always writes (read as their zero
     /// value when absent from the wire).
     pub(crate) defaults: Vec<usize>,
+    /// Field index + 1 by field number, for numbers below its length (0: no such field).
+    pub(crate) by_number: Box<[u16]>,
+}
+
+impl Message {
+    /// The index in `fields` of field number `num`.
+    #[inline]
+    pub(crate) fn field_index(&self, num: u32) -> Option<usize> {
+        match self.by_number.get(num as usize) {
+            Some(0) => None,
+            Some(&i) => Some(usize::from(i) - 1),
+            None => self.fields.binary_search_by_key(&num, |f| f.number).ok(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -137,7 +161,8 @@ pub(crate) enum Target {
 }
 
 impl Schema {
-    /// The message of a kind, or of the items of a `<Kind>List`.
+    /// The message of a kind, or of the items of a `<Kind>List` (including
+    /// `PartialObjectMetadataList`, whatever the group of the objects it holds).
     pub(crate) fn target(&self, api_version: &str, kind: &str) -> Option<Target> {
         if let Some(&m) = self
             .kinds
@@ -146,9 +171,16 @@ impl Schema {
         {
             return Some(Target::Message(m));
         }
+        let item_kind = kind.strip_suffix("List")?;
         let item = *self
             .kinds
-            .get(&format!("{api_version}/{}", kind.strip_suffix("List")?))?;
+            .get(&format!("{api_version}/{item_kind}"))
+            .or_else(|| {
+                // Of the meta kinds only PartialObjectMetadata is an object with a list.
+                (item_kind == "PartialObjectMetadata")
+                    .then(|| self.meta_kinds.get(item_kind))
+                    .flatten()
+            })?;
         Some(Target::List {
             item,
             meta: self.list_meta?,
@@ -200,11 +232,22 @@ impl Schema {
                 } else {
                     resolve_one(ty)?
                 };
+                let flags = u8::try_from(flags).map_err(|_| bad())?;
+                let wire = match &ty {
+                    Type::Scalar(s) => s.wire_type(),
+                    Type::Message(_) | Type::Map(..) => 2,
+                };
+                let alt = if flags & crate::F_REPEATED != 0 {
+                    2
+                } else {
+                    wire
+                };
                 fields.push(Field {
                     number: u32::try_from(number).map_err(|_| bad())?,
                     json: json.to_string(),
                     ty,
-                    flags: u8::try_from(flags).map_err(|_| bad())?,
+                    flags,
+                    wires: [wire, alt],
                 });
             }
             fields.sort_by_key(|f| f.number);
@@ -223,11 +266,20 @@ impl Schema {
                 })
                 .map(|(i, _)| i)
                 .collect();
+            // A direct table for the usual small numbers (a binary search above them).
+            let mut by_number = vec![0u16; 64];
+            for (i, f) in fields.iter().enumerate() {
+                let i = u16::try_from(i + 1).map_err(|_| format!("{name} has too many fields"))?;
+                if let Some(slot) = by_number.get_mut(f.number as usize) {
+                    *slot = i;
+                }
+            }
             messages.push(Message {
                 name: name.clone(),
                 special,
                 fields,
                 defaults,
+                by_number: by_number.into(),
             });
         }
         let kind_map = |key: &str| -> Result<HashMap<String, usize>, String> {

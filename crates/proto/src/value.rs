@@ -10,7 +10,7 @@
 //! FieldsV1, the apiextensions JSON types, slice types such as ExtraValue) get it.
 
 use crate::schema::{Field, SCHEMA, Scalar, Schema, Special, Target, Type};
-use crate::wire::{Reader, utf8};
+use crate::wire::{Reader, Unknown, utf8};
 use crate::{Error, F_DEFAULT, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
 use serde_json::{Map, Number, Value};
@@ -25,41 +25,11 @@ pub fn decode(body: &[u8]) -> Result<Value, Error> {
 type Result<T, E = Error> = std::result::Result<T, E>;
 
 fn decode_at(body: &[u8], depth: usize) -> Result<Value> {
-    let Some(envelope) = body.strip_prefix(MAGIC) else {
-        return Err(Error::new(
-            "missing the Kubernetes protobuf prefix \"k8s\\x00\"",
-        ));
-    };
+    let u = Unknown::parse(body)?;
     let schema = SCHEMA.as_ref().map_err(|e| Error::new(e.clone()))?;
-    let mut api_version = String::new();
-    let mut kind = String::new();
-    let mut raw: &[u8] = &[];
-    let mut content_encoding = String::new();
-    let mut content_type = String::new();
-    let mut r = Reader::new(envelope);
-    while let Some((num, wire)) = r.key()? {
-        match (num, wire) {
-            (1, 2) => {
-                let mut tm = Reader::new(r.bytes()?);
-                while let Some((n, w)) = tm.key()? {
-                    match (n, w) {
-                        (1, 2) => api_version = utf8(tm.bytes()?),
-                        (2, 2) => kind = utf8(tm.bytes()?),
-                        _ => tm.skip(w)?,
-                    }
-                }
-            }
-            (2, 2) => raw = r.bytes()?,
-            (3, 2) => content_encoding = utf8(r.bytes()?),
-            (4, 2) => content_type = utf8(r.bytes()?),
-            (1..=4, _) => {
-                return Err(Error::new(format!(
-                    "wire type {wire} is wrong for field {num} of runtime.Unknown"
-                )));
-            }
-            _ => r.skip(wire)?,
-        }
-    }
+    let (api_version, kind) = (utf8(u.api_version), utf8(u.kind));
+    let (content_encoding, content_type, raw) =
+        (utf8(u.content_encoding), utf8(u.content_type), u.raw);
     if !content_encoding.is_empty() {
         return Err(Error::new(format!(
             "unsupported content encoding {content_encoding:?}"
@@ -214,7 +184,7 @@ pub(crate) fn decode_message(
     let mut slots: Vec<Slot> = msg.fields.iter().map(|_| Slot::Absent).collect();
     let mut r = Reader::new(data);
     while let Some((num, wire)) = r.key()? {
-        let Ok(fi) = msg.fields.binary_search_by_key(&num, |f| f.number) else {
+        let Some(fi) = msg.field_index(num) else {
             r.skip(wire)?;
             continue;
         };
@@ -484,32 +454,67 @@ fn time(data: &[u8], micro: bool) -> Result<Value> {
 }
 
 pub(crate) fn rfc3339(total_nanos: i128, micro: bool) -> Result<String> {
-    let secs = total_nanos.div_euclid(1_000_000_000);
-    let nanos = total_nanos.rem_euclid(1_000_000_000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i128::from(month <= 2);
-    if !(0..=9999).contains(&year) {
-        return Err(Error::new(format!("timestamp year {year} is out of range")));
+    Ok(Stamp::new(total_nanos, micro)?.as_str().to_owned())
+}
+
+/// An RFC 3339 timestamp written into a fixed buffer (no allocation).
+pub(crate) struct Stamp {
+    buf: [u8; 27],
+    len: usize,
+}
+
+impl Stamp {
+    pub(crate) fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
     }
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    Ok(if micro {
-        format!(
-            "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:06}Z",
-            nanos / 1000
-        )
-    } else {
-        format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
-    })
+
+    pub(crate) fn new(total_nanos: i128, micro: bool) -> Result<Self> {
+        let secs = total_nanos.div_euclid(1_000_000_000);
+        let nanos = total_nanos.rem_euclid(1_000_000_000);
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i128::from(month <= 2);
+        if !(0..=9999).contains(&year) {
+            return Err(Error::new(format!("timestamp year {year} is out of range")));
+        }
+        let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+        // Written by hand: `format!` costs several times the rest of a decoded timestamp.
+        let mut out = Stamp {
+            buf: [0; 27],
+            len: 0,
+        };
+        let mut put = |v: i128, n: u32, sep: u8| {
+            // In range: the year was checked, the rest are remainders.
+            let v = u64::try_from(v).unwrap_or(0);
+            for i in (0..n).rev() {
+                out.buf[out.len] = b'0' + (v / 10u64.pow(i) % 10) as u8;
+                out.len += 1;
+            }
+            out.buf[out.len] = sep;
+            out.len += 1;
+        };
+        put(year, 4, b'-');
+        put(month, 2, b'-');
+        put(day, 2, b'T');
+        put(h, 2, b':');
+        put(m, 2, b':');
+        if micro {
+            put(s, 2, b'.');
+            put(nanos / 1000, 6, b'Z');
+        } else {
+            put(s, 2, b'Z');
+        }
+        Ok(out)
+    }
 }
 
 /// metav1.Duration: Go's `time.Duration.String()`.

@@ -20,7 +20,7 @@
 
 use crate::de::Top;
 use crate::encode::ld;
-use crate::wire::Reader;
+use crate::wire::{Reader, Unknown};
 use crate::{Error, MAGIC};
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::forward_to_deserialize_any;
@@ -46,9 +46,10 @@ pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, Error> {
 /// Decodes one frame's message (without its 4-byte length) into a watch event type.
 pub fn from_frame<'de, T: de::Deserialize<'de>>(frame: &'de [u8]) -> Result<T, Error> {
     // A frame may come wrapped in an envelope of its own.
-    let frame = match frame.strip_prefix(MAGIC) {
-        Some(env) => unwrap_unknown(env)?,
-        None => frame,
+    let frame = if frame.starts_with(MAGIC) {
+        Unknown::parse(frame)?.raw
+    } else {
+        frame
     };
     let mut kind = "";
     let mut raw: &[u8] = &[];
@@ -84,18 +85,6 @@ pub fn from_frame<'de, T: de::Deserialize<'de>>(frame: &'de [u8]) -> Result<T, E
         raw,
         state: 0,
     })
-}
-
-fn unwrap_unknown(env: &[u8]) -> Result<&[u8], Error> {
-    let mut r = Reader::new(env);
-    let mut raw: &[u8] = &[];
-    while let Some((num, wire)) = r.key()? {
-        match (num, wire) {
-            (2, 2) => raw = r.bytes()?,
-            _ => r.skip(wire)?,
-        }
-    }
-    Ok(raw)
 }
 
 /// Encodes a frame: the length prefix and a WatchEvent of `kind` (ADDED, MODIFIED,

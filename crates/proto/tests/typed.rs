@@ -12,6 +12,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubewright_core::{ObjectList, Status, WatchEvent};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -274,4 +275,113 @@ fn a_message_written_twice_is_merged() {
     assert_eq!(cm.metadata.name.as_deref(), Some("a"));
     assert_eq!(cm.metadata.labels.as_ref().unwrap()["app"], "web");
     assert_eq!(cm.data.as_ref().unwrap()["k"], "v");
+    // The metadata alone merges the same way.
+    let meta: ObjectMeta = kubewright_proto::metadata_from_raw("v1", "ConfigMap", &raw).unwrap();
+    assert_eq!(meta, cm.metadata);
+}
+
+#[test]
+fn metadata_alone_is_the_objects_metadata() {
+    let body = kubewright_proto::encode(&pod("web-1")).unwrap();
+    let whole: Pod = kubewright_proto::from_slice(&body).unwrap();
+    let raw = unknown_raw(&body);
+    let meta: ObjectMeta = kubewright_proto::metadata_from_raw("v1", "Pod", raw).unwrap();
+    assert_eq!(meta, whole.metadata);
+    // Without managedFields, and without any metadata at all.
+    let stripped = kubewright_proto::strip_managed_fields(raw).unwrap();
+    let meta: ObjectMeta = kubewright_proto::metadata_from_raw("v1", "Pod", &stripped).unwrap();
+    assert!(meta.managed_fields.is_none() && meta.labels == whole.metadata.labels);
+    let empty: ObjectMeta = kubewright_proto::metadata_from_raw("v1", "Pod", &[]).unwrap();
+    assert_eq!(empty, ObjectMeta::default());
+    // Kinds without a schema, lists and truncated messages are errors.
+    assert!(kubewright_proto::metadata_from_raw::<ObjectMeta>("v1", "Nope", raw).is_err());
+    assert!(kubewright_proto::metadata_from_raw::<ObjectMeta>("v1", "PodList", raw).is_err());
+    assert!(
+        kubewright_proto::metadata_from_raw::<ObjectMeta>("v1", "Pod", &raw[..raw.len() / 2])
+            .is_err()
+    );
+}
+
+/// The `raw` (field 2) of the `runtime.Unknown` of a body.
+fn unknown_raw(body: &[u8]) -> &[u8] {
+    let mut rest = &body[4..];
+    loop {
+        let key = rest[0];
+        let (len, n) = varint(&rest[1..]);
+        let (value, tail) = rest[1 + n..].split_at(len);
+        if key == (2 << 3 | 2) {
+            return value;
+        }
+        rest = tail;
+    }
+}
+
+fn varint(b: &[u8]) -> (usize, usize) {
+    let mut v = 0usize;
+    for (i, byte) in b.iter().enumerate() {
+        v |= usize::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return (v, i + 1);
+        }
+    }
+    panic!("truncated varint");
+}
+
+#[test]
+fn partial_object_metadata_of_any_kind() {
+    use kubewright_core::PartialObjectMetadata;
+    // kube-apiserver answers metadata-only requests with meta.k8s.io/v1 kinds, whatever
+    // the objects' own kind (custom resources too).
+    let meta = |name: &str| {
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": name, "namespace": "ns", "uid": "u-1", "resourceVersion": "7",
+                "labels": {"app": "web"}, "creationTimestamp": "2026-12-02T06:00:00Z",
+                "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "Widget",
+                    "name": "w", "uid": "u-0", "controller": true}],
+                "managedFields": [{"manager": "m", "operation": "Apply",
+                    "apiVersion": "example.com/v1", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {}}}]}})
+    };
+    let body = kubewright_proto::encode(&meta("a")).unwrap();
+    assert_eq!(kubewright_proto::decode(&body).unwrap(), meta("a"));
+    same::<PartialObjectMetadata>(&body);
+    let one: PartialObjectMetadata = kubewright_proto::from_slice(&body).unwrap();
+    assert_eq!(one.types.as_ref().unwrap().kind, "PartialObjectMetadata");
+    assert_eq!(one.metadata.name.as_deref(), Some("a"));
+    assert_eq!(
+        one.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "Widget"
+    );
+
+    let list = json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+        "metadata": {"resourceVersion": "9", "continue": "c"}, "items": [meta("a"), meta("b")]});
+    let body = kubewright_proto::encode(&list).unwrap();
+    let l: ObjectList<PartialObjectMetadata> = kubewright_proto::from_slice(&body).unwrap();
+    assert_eq!(l.metadata.resource_version.as_deref(), Some("9"));
+    let names: Vec<_> = l
+        .items
+        .iter()
+        .map(|i| i.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    // Items of a protobuf list carry no apiVersion and kind of their own.
+    assert_eq!(l.items[1].metadata, one_named(&meta("b")).metadata);
+
+    let frame = kubewright_proto::watch::encode_frame(
+        "ADDED",
+        &kubewright_proto::encode(&meta("c")).unwrap(),
+    );
+    let ev: WatchEvent<PartialObjectMetadata> =
+        kubewright_proto::watch::from_frame(&frame[4..]).unwrap();
+    assert!(matches!(ev, WatchEvent::Added(m) if m.metadata.name.as_deref() == Some("c")));
+    // Other meta kinds have no list form.
+    assert!(!kubewright_proto::supports("meta.k8s.io/v1", "StatusList"));
+    assert!(kubewright_proto::supports(
+        "meta.k8s.io/v1",
+        "PartialObjectMetadataList"
+    ));
+}
+
+fn one_named(v: &Value) -> kubewright_core::PartialObjectMetadata {
+    serde_json::from_value(v.clone()).unwrap()
 }

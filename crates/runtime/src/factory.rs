@@ -196,7 +196,9 @@ impl SharedInformerFactory {
     /// (as kube-controller-manager's informers), which built-in kinds are listed and
     /// watched in; custom resources are always JSON. kube-apiserver encodes protobuf
     /// several times faster than JSON, which dominates the sync of a large cache.
-    /// `ContentType::Json` turns it off. Metadata-only informers always use JSON.
+    /// `ContentType::Json` turns it off. Metadata-only informers follow the same
+    /// setting for every resource, custom ones too (`PartialObjectMetadata` has a
+    /// protobuf form whatever the kind), as client-go's metadata informers do.
     /// Informers created before this call keep their setting.
     #[must_use]
     pub fn content_type(mut self, ct: ContentType) -> Self {
@@ -264,6 +266,7 @@ impl SharedInformerFactory {
     ) -> Arc<Informer<PartialObjectMetadata>> {
         let client = self.client.clone();
         let ar = resource.clone();
+        let ct = self.content_type;
         self.get_or_create::<PartialObjectMetadata>(
             TypeId::of::<PartialObjectMetadata>(),
             gvr_key(&resource.group, &resource.version, &resource.plural),
@@ -273,7 +276,8 @@ impl SharedInformerFactory {
                 let api = match ns {
                     Some(ns) => Api::<DynamicObject>::namespaced_with(client, ns, &ar),
                     None => Api::<DynamicObject>::all_with(client, &ar),
-                };
+                }
+                .with_content_type(ct);
                 Arc::new(MetadataOnly(if skip {
                     api.without_managed_fields()
                 } else {

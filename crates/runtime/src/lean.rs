@@ -8,10 +8,12 @@
 //! the full object only when it is asked for. Everything else is the same informer:
 //! the same store, indexes, listers, handlers and controllers.
 //!
-//! * [`Lean::object`] decodes (a keyed `get` of a pod: a few µs, see
-//!   docs/performance.md); a small process-wide cache keeps the most recently decoded
-//!   objects, and every arriving object is put in it, so handlers and reconcilers that
-//!   react to a change get the object without decoding it again.
+//! * An arriving protobuf object is not decoded: only its metadata is read, and its
+//!   message is kept without `managedFields`. (JSON arrivals are decoded and re-encoded
+//!   compactly.)
+//! * [`Lean::object`] decodes (tens of µs for a pod, see docs/performance.md); a small
+//!   process-wide cache keeps the most recently decoded objects, so a reconciler that
+//!   reads the object its handler read gets it without decoding it again.
 //! * [`Resource::meta`] of a `Lean<K>` has the name, namespace, uid, resourceVersion,
 //!   generation, creation and deletion timestamps, labels, owner references and
 //!   finalizers; annotations and `managedFields` are not kept there (annotations are in
@@ -48,8 +50,9 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
-/// Why a lean object could not be decoded (its bytes were decoded once already when
-/// it arrived, so this means memory corruption or a decoder bug, not bad input).
+/// Why a lean object could not be decoded. Its bytes came from the API server, whose
+/// envelope and metadata were checked on arrival; the rest of the message is checked
+/// when it is first decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum LeanError {
     /// The protobuf message did not decode.
@@ -155,18 +158,18 @@ pub fn set_decoded_cache_capacity(n: usize) {
 }
 
 /// The metadata a lean object keeps at hand.
-fn trimmed(m: &ObjectMeta) -> ObjectMeta {
+fn trimmed(m: ObjectMeta) -> ObjectMeta {
     ObjectMeta {
-        name: m.name.clone(),
-        namespace: m.namespace.clone(),
-        uid: m.uid.clone(),
-        resource_version: m.resource_version.clone(),
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
         generation: m.generation,
-        creation_timestamp: m.creation_timestamp.clone(),
-        deletion_timestamp: m.deletion_timestamp.clone(),
-        labels: m.labels.clone(),
-        owner_references: m.owner_references.clone(),
-        finalizers: m.finalizers.clone(),
+        creation_timestamp: m.creation_timestamp,
+        deletion_timestamp: m.deletion_timestamp,
+        labels: m.labels,
+        owner_references: m.owner_references,
+        finalizers: m.finalizers,
         ..Default::default()
     }
 }
@@ -176,17 +179,11 @@ where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default,
 {
+    /// A decoded object (kept in the cache of decoded objects) and its encoding.
     fn new(obj: K, bytes: Vec<u8>, format: Format) -> Self {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let meta = trimmed(obj.meta());
-        remember(id, Arc::new(obj));
-        Self {
-            id,
-            meta,
-            bytes: bytes.into(),
-            format,
-            _k: PhantomData,
-        }
+        let lean = Self::encoded(obj.meta().clone(), bytes, format);
+        remember(lean.id, Arc::new(obj));
+        lean
     }
 
     /// A lean copy of a decoded object (stored as JSON without `managedFields`).
@@ -225,6 +222,17 @@ where
 }
 
 impl<K> Lean<K> {
+    /// An encoded object and its metadata.
+    fn encoded(meta: ObjectMeta, bytes: Vec<u8>, format: Format) -> Self {
+        Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            meta: trimmed(meta),
+            bytes: bytes.into(),
+            format,
+            _k: PhantomData,
+        }
+    }
+
     /// Bytes held for the encoded object.
     pub fn encoded_len(&self) -> usize {
         self.bytes.len()
@@ -290,15 +298,15 @@ where
         f.write_str("a Kubernetes object")
     }
 
-    /// Protobuf: the object's message. It is decoded once (validating it and priming the
-    /// cache of decoded objects) and kept without `managedFields`.
+    /// Protobuf: the object's message, kept without `managedFields`. Only its metadata
+    /// is decoded now.
     fn visit_bytes<E: de::Error>(self, raw: &[u8]) -> Result<Self::Value, E> {
         let dt = K::DynamicType::default();
-        let mut obj: K = kubewright_proto::from_raw(&K::api_version(&dt), &K::kind(&dt), raw)
-            .map_err(E::custom)?;
-        obj.meta_mut().managed_fields = None;
         let bytes = kubewright_proto::strip_managed_fields(raw).map_err(E::custom)?;
-        Ok(Lean::new(obj, bytes, Format::Protobuf))
+        let meta: ObjectMeta =
+            kubewright_proto::metadata_from_raw(&K::api_version(&dt), &K::kind(&dt), &bytes)
+                .map_err(E::custom)?;
+        Ok(Lean::encoded(meta, bytes, Format::Protobuf))
     }
 
     /// Any other format (JSON): the object, kept as compact JSON without
@@ -354,7 +362,7 @@ mod tests {
         let mut want: Pod = serde_json::from_value(pod_json()).unwrap();
         want.metadata.managed_fields = None;
         assert_eq!(pod, want);
-        // The arrival primed the shared cache: the same Arc comes back twice.
+        // The first read fills the shared cache: the same Arc comes back twice.
         let (a, b) = (lean.object().unwrap(), lean.object().unwrap());
         assert!(Arc::ptr_eq(&a, &b));
     }

@@ -126,6 +126,17 @@ pub enum Delta<K> {
     },
 }
 
+impl<K> Delta<K> {
+    /// The object this change took out of the store, if any.
+    pub(crate) fn into_retired(self) -> Option<Arc<K>> {
+        match self {
+            Self::Updated { old, .. } => Some(old),
+            Self::Deleted { obj, .. } => Some(obj),
+            _ => None,
+        }
+    }
+}
+
 impl<K> Clone for Delta<K> {
     fn clone(&self) -> Self {
         match self {

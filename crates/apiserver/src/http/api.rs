@@ -293,10 +293,9 @@ impl ApiServer {
             return h::error_response_as(&e, &format);
         }
         // Like kube-apiserver: protobuf only for built-in kinds; others need JSON allowed.
+        // The 406 itself is a protobuf Status: Status has that form.
         if format == (Format::Protobuf { json: false }) && !t.def.protobuf() {
-            return h::error_response(&ApiError::not_acceptable(
-                "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
-            ));
+            return h::error_response_as(&h::unsupported_form(), &format);
         }
         let deprecated = deprecation_warning(&t.def);
         // Pod I/O (log, exec, attach, portforward): the simulated kubelet.
@@ -424,6 +423,9 @@ impl ApiServer {
             .storage
             .get(&t.def.storage_key(), t.ns(), name)
             .ok_or_else(|| ApiError::not_found(&t.def, name))?;
+        if let Format::WrongShape { list_form } = format {
+            return Err(h::wrong_shape(&t.def, list_form));
+        }
         if sub == Some("scale") {
             return Ok(h::encode(
                 StatusCode::OK,
@@ -483,7 +485,9 @@ impl ApiServer {
                     Err(e) => h::error_response(&e),
                 }
             }
-            Format::PartialMeta => h::encode(StatusCode::OK, &partial_meta(&obj), &Format::Json),
+            Format::PartialMeta { .. } => {
+                h::encode(StatusCode::OK, &partial_meta(&obj), &format.encoding())
+            }
             f => h::encode(StatusCode::OK, &obj, f),
         }
     }
@@ -647,6 +651,7 @@ impl ApiServer {
             }
         }
         match format {
+            Format::WrongShape { list_form } => Err(h::wrong_shape(&t.def, list_form)),
             Format::Table => {
                 let table = crate::registry::table::table(
                     &t.def,
@@ -657,7 +662,7 @@ impl ApiServer {
                 )?;
                 Ok(h::encode(StatusCode::OK, &table, &Format::Json))
             }
-            Format::PartialMetaList => {
+            Format::PartialMetaList { .. } => {
                 let items: Vec<Value> = selected
                     .iter()
                     .map(|o| partial_meta(&self.present(&t.def, o)))
@@ -665,7 +670,7 @@ impl ApiServer {
                 Ok(h::encode(
                     StatusCode::OK,
                     &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items}),
-                    &Format::Json,
+                    &format.encoding(),
                 ))
             }
             f => {
@@ -765,6 +770,7 @@ impl ApiServer {
             let unknown = unknown_fields(&obj, &normalized, "");
             // Keep the caller's representation (e.g. explicit nulls dropped), typed-clean.
             obj = normalized;
+            canonical_quantities(def, &mut obj)?;
             unknown
         } else if let Some(crd) = &def.crd {
             let (pruned, unknown) = crd.prune(&obj, &def.version);
@@ -1024,6 +1030,14 @@ impl ApiServer {
         strategy.prepare_for_create(def, &mut obj);
         if def.crd.is_none() {
             crate::registry::schema::fill_struct_fields(&mut obj, ty);
+        }
+        let causes = crate::registry::resources::validate(def, &obj);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                def,
+                given.as_deref().unwrap_or(""),
+                causes,
+            ));
         }
         if let Some(crd) = &def.crd {
             crd.validate_rules(def, &obj, None, &def.version)?;
@@ -1498,6 +1512,12 @@ impl ApiServer {
             }
         }
         strategy.prepare_for_update(def, cur, &mut next, sub);
+        if sub.is_none() {
+            let causes = crate::registry::resources::validate(def, &next);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(def, name, causes));
+            }
+        }
         match &wo.apply {
             Some((paths, force)) => {
                 meta::record_managed(
@@ -2010,6 +2030,34 @@ fn decode_object(req: &Req, def: &ResourceDef) -> Result<Value, ApiError> {
 }
 
 /// The Go package an internal type of `group` lives in, as conversion errors name it.
+/// Parses every quantity of a built-in object as kube-apiserver's decoder does: a
+/// malformed one is a 400, the others are stored in their canonical form (`0.5` as
+/// `500m`), and the values of core/v1 `ResourceList`s are rounded up to milli, as its
+/// defaulting does.
+fn canonical_quantities(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    use kubewright_core::quantity::{Quantity, QuantityError};
+    use kubewright_proto::walk::{QuantityIn, for_each_quantity};
+    for_each_quantity(&def.api_version(), &def.kind, obj, &mut |_, v, at| {
+        let mut q: Quantity = match v {
+            Value::String(s) => s.parse()?,
+            Value::Number(n) => n.to_string().parse()?,
+            Value::Null => return Ok(()),
+            _ => return Err(QuantityError::Format),
+        };
+        if at == (QuantityIn::ResourceList { core: true }) {
+            q.round_up(-3);
+        }
+        *v = Value::String(q.to_string());
+        Ok(())
+    })
+    .map_err(|e| {
+        ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {e}",
+            def.kind, def.version, def.kind
+        ))
+    })
+}
+
 fn internal_package(group: &str) -> &str {
     match group {
         "" | "events.k8s.io" => "core",

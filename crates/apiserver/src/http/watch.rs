@@ -54,14 +54,14 @@ pub async fn serve_watch(srv: Arc<ApiServer>, req: Req, t: Target) -> Response<B
 fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, ApiError> {
     let format = h::negotiate(&req, true)?;
     let format = match format {
-        Format::PartialMetaList => Format::PartialMeta,
+        Format::PartialMetaList { protobuf } => Format::PartialMeta { protobuf },
         // Custom resources have no protobuf form: JSON (406 without it was answered before).
         Format::Protobuf { .. } if !t.def.protobuf() => Format::Json,
         f => f,
     };
     let ct = match &format {
         Format::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
-        Format::Protobuf { .. } => "application/vnd.kubernetes.protobuf;stream=watch",
+        f if f.is_protobuf() => "application/vnd.kubernetes.protobuf;stream=watch",
         _ => "application/json",
     };
     let send_initial = req.q("sendInitialEvents").map(|v| v == "true");
@@ -206,7 +206,7 @@ impl Writer {
                     Err(_) => return false,
                 }
             }
-            Format::PartialMeta => partial_meta(&srv.present(&spec.def, obj)),
+            Format::PartialMeta { .. } => partial_meta(&srv.present(&spec.def, obj)),
             _ => srv.present(&spec.def, obj),
         };
         self.raw(json!({"type": kind, "object": rendered})).await
@@ -225,19 +225,17 @@ impl Writer {
             return self.send(srv, spec, kind, &ev.object).await;
         }
         if let Format::Protobuf { .. } = spec.format {
+            // Shared by every protobuf watcher of this version; empty when the object
+            // does not encode, which `send` then reports by ending the watch.
             let (version, bytes) = ev.rendered_pb.get_or_init(|| {
                 let v = crate::protobuf::encode(&srv.present(&spec.def, &ev.object))
                     .unwrap_or_default();
                 (spec.def.version.clone(), Bytes::from(v))
             });
-            let frame = if *version == spec.def.version {
-                pb_frame(kind, bytes)
-            } else {
-                let v = crate::protobuf::encode(&srv.present(&spec.def, &ev.object))
-                    .unwrap_or_default();
-                pb_frame(kind, &v)
-            };
-            return self.push(frame).await;
+            if *version == spec.def.version && !bytes.is_empty() {
+                return self.push(pb_frame(kind, bytes)).await;
+            }
+            return self.send(srv, spec, kind, &ev.object).await;
         }
         if spec.format != Format::Json {
             return self.send(srv, spec, kind, &ev.object).await;
@@ -289,8 +287,12 @@ impl Writer {
             return match crate::protobuf::encode(obj) {
                 Ok(bytes) => self.push(pb_frame(kind, &bytes)).await,
                 Err(e) => {
-                    tracing::warn!("watch event not encodable as protobuf: {e}");
-                    true
+                    // Skipping the event would leave the client's cache wrong without a
+                    // trace; like kube-apiserver, end the watch instead (the client
+                    // watches again from its last resourceVersion, or relists).
+                    tracing::warn!("ending a watch: an event is not encodable as protobuf: {e}");
+                    let _ = self.flush().await;
+                    false
                 }
             };
         }
@@ -305,7 +307,7 @@ impl Writer {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         let obj = match spec.format {
-            Format::PartialMeta => {
+            Format::PartialMeta { .. } => {
                 json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta})
             }
             _ => {
@@ -334,7 +336,7 @@ async fn run(
     let mut w = Writer {
         tx,
         first_table: true,
-        proto: matches!(spec.format, Format::Protobuf { .. }),
+        proto: spec.format.is_protobuf(),
         pending: Vec::new(),
         batching: false,
     };
@@ -464,6 +466,36 @@ fn deadline_after(timeout: Duration) -> tokio::time::Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event protobuf cannot carry ends the watch (the client starts over) instead of
+    /// being skipped, which would leave the client's cache silently wrong.
+    #[tokio::test]
+    async fn an_unencodable_protobuf_event_ends_the_watch() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let mut w = Writer {
+            tx,
+            first_table: false,
+            proto: true,
+            pending: Vec::new(),
+            batching: false,
+        };
+        let good = json!({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a"}}});
+        assert!(w.raw(good).await);
+        let bad = json!({"type": "MODIFIED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "generation": "not a number"}}});
+        assert!(
+            !w.raw(bad).await,
+            "the watch goes on after an event it could not send"
+        );
+        let first = rx.recv().await.unwrap();
+        assert!(
+            kubewright_proto::watch::frame_len(&first)
+                .unwrap()
+                .is_some()
+        );
+        assert!(rx.try_recv().is_err(), "nothing was sent for the bad event");
+    }
 
     /// Found by the `request` fuzz target: a watch with `timeoutSeconds=u64::MAX`
     /// panicked in its task computing the deadline (the stream ended at once).

@@ -651,34 +651,58 @@ fn pod_status(obj: &Value) -> Value {
     json!({"phase": "Pending", "qosClass": qos_class(obj)})
 }
 
-/// The QoS class of a pod: BestEffort without CPU and memory requests or limits,
-/// Guaranteed when every container limits both to what it requests, else Burstable.
+/// The QoS class of a pod, as kube-apiserver computes it: BestEffort without positive CPU
+/// or memory requests and limits; Guaranteed when every container limits both and the
+/// pod's summed requests equal its summed limits; else Burstable. Amounts compare as
+/// quantities (`1` equals `1000m`).
 fn qos_class(obj: &Value) -> &'static str {
+    use kubewright_core::quantity::Quantity;
+    use std::collections::BTreeMap;
     let containers: Vec<&Value> = ["containers", "initContainers"]
         .iter()
         .filter_map(|l| obj.pointer(&format!("/spec/{l}")).and_then(Value::as_array))
         .flatten()
         .collect();
-    let get = |c: &Value, kind: &str, res: &str| {
-        c.pointer(&format!("/resources/{kind}/{res}"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let mut any = false;
+    let zero = Quantity::default();
+    // Sums in milli-units (Go adds the quantities).
+    let mut requests: BTreeMap<&str, i128> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, i128> = BTreeMap::new();
     let mut guaranteed = true;
     for c in &containers {
-        for res in ["cpu", "memory"] {
-            let (req, lim) = (get(c, "requests", res), get(c, "limits", res));
-            any |= req.is_some() || lim.is_some();
-            if lim.is_none() || req.as_ref().is_some_and(|r| Some(r) != lim.as_ref()) {
-                guaranteed = false;
-            }
+        let positive = |kind: &str| -> Vec<(&'static str, i128)> {
+            ["cpu", "memory"]
+                .into_iter()
+                .filter_map(|res| {
+                    let q: Quantity = c
+                        .pointer(&format!("/resources/{kind}/{res}"))?
+                        .as_str()?
+                        .parse()
+                        .ok()?;
+                    (q > zero).then(|| (res, i128::from(q.as_milli().unwrap_or(i64::MAX))))
+                })
+                .collect()
+        };
+        for (res, m) in positive("requests") {
+            *requests.entry(res).or_default() += m;
+        }
+        let found = positive("limits");
+        if found.len() < 2 {
+            guaranteed = false;
+        }
+        for (res, m) in found {
+            *limits.entry(res).or_default() += m;
         }
     }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
+    if requests.is_empty() && limits.is_empty() {
+        return "BestEffort";
+    }
+    if guaranteed
+        && requests.iter().all(|(k, v)| limits.get(k) == Some(v))
+        && requests.len() == limits.len()
+    {
+        "Guaranteed"
+    } else {
+        "Burstable"
     }
 }
 
@@ -825,6 +849,19 @@ mod tests {
         assert_eq!(
             qos_class(&pod(json!({"requests": {"cpu": "1"}}))),
             "Burstable"
+        );
+        // Values, not strings; zero amounts count as none.
+        assert_eq!(
+            qos_class(&pod(
+                json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1000m", "memory": "1024Mi"}})
+            )),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&pod(
+                json!({"requests": {"cpu": "0"}, "limits": {"memory": "0"}})
+            )),
+            "BestEffort"
         );
     }
 }

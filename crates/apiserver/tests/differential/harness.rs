@@ -572,7 +572,16 @@ fn normalize_response(
         h.insert(name.to_string(), v);
     }
     let text = String::from_utf8_lossy(raw).to_string();
+    let protobuf = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/vnd.kubernetes.protobuf"));
     let body = match kind {
+        // Protobuf is compared as the JSON it decodes to (the Content-Type tells which).
+        BodyKind::Stream if protobuf => Value::Array(protobuf_frames(raw)),
+        BodyKind::Json if protobuf => {
+            kubewright_proto::decode(raw).unwrap_or_else(|e| json!(format!("<protobuf: {e}>")))
+        }
         BodyKind::Stream => Value::Array(
             text.lines()
                 .filter(|l| !l.trim().is_empty())
@@ -595,6 +604,63 @@ fn normalize_response(
     let mut body = substitute_ns(body, ns);
     normalize(&mut body, None);
     json!({"status": code, "headers": h, "body": body})
+}
+
+/// The events of a protobuf watch stream (4-byte length, then a `WatchEvent`: 1 type,
+/// 2 a `RawExtension` whose field 1 is the object's `k8s\0` body) as `{"type", "object"}`.
+fn protobuf_frames(mut raw: &[u8]) -> Vec<Value> {
+    fn varint(b: &mut &[u8]) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = b.split_first()?;
+            *b = rest;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    fn field<'a>(b: &mut &'a [u8]) -> Option<(u64, &'a [u8])> {
+        let key = varint(b)?;
+        if key & 7 != 2 {
+            return None;
+        }
+        let n = usize::try_from(varint(b)?).ok()?;
+        let (v, rest) = (b.get(..n)?, b.get(n..)?);
+        *b = rest;
+        Some((key >> 3, v))
+    }
+    let mut out = Vec::new();
+    while raw.len() >= 4 {
+        let n = u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+        let Some(mut frame) = raw.get(4..4 + n) else {
+            out.push(json!("<truncated protobuf frame>"));
+            break;
+        };
+        raw = &raw[4 + n..];
+        let mut event = Map::new();
+        while let Some((num, bytes)) = field(&mut frame) {
+            match num {
+                1 => {
+                    event.insert("type".into(), json!(String::from_utf8_lossy(bytes)));
+                }
+                2 => {
+                    let mut ext = bytes;
+                    while let Some((n, obj)) = field(&mut ext) {
+                        if n == 1 {
+                            let v = kubewright_proto::decode(obj)
+                                .unwrap_or_else(|e| json!(format!("<protobuf: {e}>")));
+                            event.insert("object".into(), v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(Value::Object(event));
+    }
+    out
 }
 
 fn substitute_ns(v: Value, ns: &str) -> Value {

@@ -1,0 +1,288 @@
+//! Container resource requirements, validated as kube-apiserver validates pods and pod
+//! templates (`ValidateResourceRequirements`, and an emptyDir's size limit): resource
+//! names, non-negative amounts,
+//! whole numbers for extended resources, requests within limits (equal to them for
+//! resources that cannot be overcommitted). Limits and requests are visited in key
+//! order (Go's map order is random, so a real server orders several errors at random).
+
+use crate::registry::ResourceDef;
+use kubewright_core::StatusCause;
+use kubewright_core::quantity::Quantity;
+use serde_json::{Map, Value};
+
+/// Where the pod specs of a kind are (JSON pointers).
+fn pod_specs(def: &ResourceDef) -> &'static [&'static str] {
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Pod") => &["/spec"],
+        ("", "PodTemplate") => &["/template/spec"],
+        ("", "ReplicationController")
+        | ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+        | ("batch", "Job") => &["/spec/template/spec"],
+        ("batch", "CronJob") => &["/spec/jobTemplate/spec/template/spec"],
+        _ => &[],
+    }
+}
+
+/// The field errors of every container's resources in `obj`.
+pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    for spec in pod_specs(def) {
+        let Some(pod) = obj.pointer(spec) else {
+            continue;
+        };
+        let base = spec.trim_start_matches('/').replace('/', ".");
+        // An emptyDir's size limit must not be negative.
+        if let Some(volumes) = pod.get("volumes").and_then(Value::as_array) {
+            for (i, v) in volumes.iter().enumerate() {
+                let limit = v
+                    .pointer("/emptyDir/sizeLimit")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse::<Quantity>().ok());
+                if limit.is_some_and(|q| q < Quantity::default()) {
+                    causes.push(StatusCause {
+                        reason: "FieldValueForbidden".into(),
+                        message: "Forbidden: SizeLimit field must be a valid resource quantity"
+                            .into(),
+                        field: format!("{base}.volumes[{i}].emptyDir.sizeLimit"),
+                    });
+                }
+            }
+        }
+        for list in ["initContainers", "containers"] {
+            let Some(containers) = pod.get(list).and_then(Value::as_array) else {
+                continue;
+            };
+            for (i, c) in containers.iter().enumerate() {
+                if let Some(r) = c.get("resources") {
+                    let path = format!("{base}.{list}[{i}].resources");
+                    requirements(r, &path, &mut causes);
+                }
+            }
+        }
+    }
+    causes
+}
+
+fn invalid(field: String, value: &str, message: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: \"{value}\": {message}"),
+        field,
+    }
+}
+
+fn requirements(r: &Value, path: &str, causes: &mut Vec<StatusCause>) {
+    let empty = Map::new();
+    let map = |k: &str| r.get(k).and_then(Value::as_object).unwrap_or(&empty);
+    let (limits, requests) = (map("limits"), map("requests"));
+    let quantity = |v: &Value| v.as_str().and_then(|s| s.parse::<Quantity>().ok());
+    for (name, v) in limits {
+        let at = format!("{path}.limits[{name}]");
+        amount(name, v, &at, causes);
+    }
+    for (name, v) in requests {
+        let at = format!("{path}.requests[{name}]");
+        amount(name, v, &at, causes);
+        let Some(req) = quantity(v) else { continue };
+        match limits.get(name).and_then(quantity) {
+            Some(lim) if req != lim && !overcommit_allowed(name) => causes.push(invalid(
+                format!("{path}.requests"),
+                &req.to_string(),
+                &format!("must be equal to {name} limit of {lim}"),
+            )),
+            Some(lim) if req > lim => causes.push(invalid(
+                format!("{path}.requests"),
+                &req.to_string(),
+                &format!("must be less than or equal to {name} limit of {lim}"),
+            )),
+            Some(_) => {}
+            None if !overcommit_allowed(name) => causes.push(StatusCause {
+                reason: "FieldValueRequired".into(),
+                message: "Required value: Limit must be set for non overcommitable resources"
+                    .into(),
+                field: format!("{path}.limits"),
+            }),
+            None => {}
+        }
+    }
+}
+
+/// The name and amount checks of one limit or request.
+fn amount(name: &str, v: &Value, at: &str, causes: &mut Vec<StatusCause>) {
+    if !name.contains('/') {
+        if !standard_container_resource(name) {
+            if !standard_resource(name) {
+                causes.push(invalid(
+                    at.into(),
+                    name,
+                    "must be a standard resource type or fully qualified",
+                ));
+            }
+            causes.push(invalid(
+                at.into(),
+                name,
+                "must be a standard resource for containers",
+            ));
+            return;
+        }
+    } else if !native(name) && !extended(name) {
+        causes.push(invalid(
+            at.into(),
+            name,
+            "doesn't follow extended resource name standard",
+        ));
+        return;
+    }
+    let Some(q) = v.as_str().and_then(|s| s.parse::<Quantity>().ok()) else {
+        return;
+    };
+    let zero: Quantity = Quantity::default();
+    if q < zero {
+        causes.push(invalid(
+            at.into(),
+            &q.to_string(),
+            "must be greater than or equal to 0",
+        ));
+    }
+    if extended(name) && q.as_milli().is_some_and(|m| m % 1000 != 0) {
+        causes.push(invalid(at.into(), &q.to_string(), "must be an integer"));
+    }
+}
+
+fn hugepages(name: &str) -> bool {
+    name.starts_with("hugepages-")
+}
+
+fn standard_container_resource(name: &str) -> bool {
+    matches!(name, "cpu" | "memory" | "ephemeral-storage") || hugepages(name)
+}
+
+/// Go's `IsStandardResourceName` (quota and container names without a domain).
+fn standard_resource(name: &str) -> bool {
+    matches!(
+        name,
+        "cpu"
+            | "memory"
+            | "ephemeral-storage"
+            | "requests.cpu"
+            | "requests.memory"
+            | "requests.ephemeral-storage"
+            | "limits.cpu"
+            | "limits.memory"
+            | "limits.ephemeral-storage"
+            | "pods"
+            | "services"
+            | "replicationcontrollers"
+            | "resourcequotas"
+            | "secrets"
+            | "configmaps"
+            | "persistentvolumeclaims"
+            | "storage"
+            | "requests.storage"
+            | "services.nodeports"
+            | "services.loadbalancers"
+    ) || hugepages(name)
+        || name.starts_with("requests.hugepages-")
+}
+
+/// Resources of Kubernetes itself: no domain, or a `kubernetes.io` one.
+fn native(name: &str) -> bool {
+    match name.split_once('/') {
+        None => true,
+        Some((domain, _)) => domain == "kubernetes.io" || domain.ends_with(".kubernetes.io"),
+    }
+}
+
+/// Extended resources (`example.com/gpu`): a domain that is not Kubernetes', not a quota
+/// `requests.` name.
+fn extended(name: &str) -> bool {
+    !native(name) && !name.starts_with("requests.")
+}
+
+/// Requests may be below limits for native resources other than huge pages.
+fn overcommit_allowed(name: &str) -> bool {
+    native(name) && !hugepages(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn causes(resources: Value) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        requirements(&resources, "spec.containers[0].resources", &mut out);
+        out.into_iter().map(|c| (c.field, c.message)).collect()
+    }
+
+    /// The answers of kube-apiserver v1.36 for the same container resources.
+    #[test]
+    fn container_resources_as_kube_apiserver_validates_them() {
+        let r = "spec.containers[0].resources";
+        assert_eq!(
+            causes(json!({"limits": {"cpu": "-1"}, "requests": {"cpu": "-1"}})),
+            [
+                (
+                    format!("{r}.limits[cpu]"),
+                    "Invalid value: \"-1\": must be greater than or equal to 0".into()
+                ),
+                (
+                    format!("{r}.requests[cpu]"),
+                    "Invalid value: \"-1\": must be greater than or equal to 0".into()
+                ),
+            ]
+        );
+        assert_eq!(
+            causes(json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}})),
+            [(
+                format!("{r}.requests"),
+                "Invalid value: \"2\": must be less than or equal to cpu limit of 1".into()
+            )]
+        );
+        assert_eq!(
+            causes(json!({"requests": {"example.com/x": "1"}})),
+            [(
+                format!("{r}.limits"),
+                "Required value: Limit must be set for non overcommitable resources".into()
+            )]
+        );
+        assert_eq!(
+            causes(json!({"requests": {"example.com/x": "1"}, "limits": {"example.com/x": "2"}})),
+            [(
+                format!("{r}.requests"),
+                "Invalid value: \"1\": must be equal to example.com/x limit of 2".into()
+            )]
+        );
+        assert_eq!(
+            causes(
+                json!({"limits": {"example.com/x": "1500m"}, "requests": {"example.com/x": "1500m"}})
+            ),
+            [
+                (
+                    format!("{r}.limits[example.com/x]"),
+                    "Invalid value: \"1500m\": must be an integer".into()
+                ),
+                (
+                    format!("{r}.requests[example.com/x]"),
+                    "Invalid value: \"1500m\": must be an integer".into()
+                ),
+            ]
+        );
+        assert_eq!(
+            causes(json!({"limits": {"foo": "1"}})),
+            [
+                (
+                    format!("{r}.limits[foo]"),
+                    "Invalid value: \"foo\": must be a standard resource type or fully qualified"
+                        .into()
+                ),
+                (
+                    format!("{r}.limits[foo]"),
+                    "Invalid value: \"foo\": must be a standard resource for containers".into()
+                ),
+            ]
+        );
+        assert!(causes(json!({"requests": {"cpu": "0"}, "limits": {"cpu": "0"}})).is_empty());
+        assert!(causes(json!({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}})).is_empty());
+    }
+}
