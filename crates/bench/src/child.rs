@@ -10,6 +10,7 @@ use crate::procfs;
 use crate::{BenchError, Mode, Variant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -271,13 +272,22 @@ trait Cache: Send + Sync {
     }
 }
 
-fn gen_of(pod: &Pod) -> u64 {
-    gen_of_labels(pod.metadata.labels.as_ref())
+/// The generation label the parent's patches bump (0 when absent).
+fn gen_of(meta: &ObjectMeta) -> u64 {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(GEN_LABEL))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
-struct KubewrightCache(Arc<kubewright_runtime::Informer<Pod>>);
+/// A kubewright informer's store: whole objects or their metadata.
+struct KubewrightCache<K>(Arc<kubewright_runtime::Informer<K>>);
 
-impl Cache for KubewrightCache {
+impl<K> Cache for KubewrightCache<K>
+where
+    K: kubewright_core::Resource + Send + Sync + 'static,
+{
     fn len(&self) -> usize {
         self.0.store().len()
     }
@@ -285,7 +295,7 @@ impl Cache for KubewrightCache {
         std::hint::black_box(self.0.store().get_by_name(Some(namespace), name)).is_some()
     }
     fn gen_sum(&self) -> u64 {
-        self.0.store().list().iter().map(|p| gen_of(p)).sum()
+        self.0.store().list().iter().map(|o| gen_of(o.meta())).sum()
     }
     fn backlog(&self) -> Option<usize> {
         Some(self.0.max_handler_backlog())
@@ -294,6 +304,7 @@ impl Cache for KubewrightCache {
 
 type LeanPod = kubewright_runtime::lean::Lean<Pod>;
 
+/// A lean informer's store: a read decodes the object (through the small decoded cache).
 struct LeanCache(Arc<kubewright_runtime::Informer<LeanPod>>);
 
 impl Cache for LeanCache {
@@ -311,95 +322,38 @@ impl Cache for LeanCache {
     }
     fn gen_sum(&self) -> u64 {
         use kubewright_core::Resource;
-        self.0
-            .store()
-            .list()
-            .iter()
-            .map(|p| {
-                p.meta()
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(GEN_LABEL))
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0)
-            })
-            .sum()
+        self.0.store().list().iter().map(|p| gen_of(p.meta())).sum()
     }
     fn backlog(&self) -> Option<usize> {
         Some(self.0.max_handler_backlog())
     }
 }
 
-struct KubeRsCache(kube::runtime::reflector::Store<Pod>);
+/// A kube-rs reflector store: whole pods or their metadata.
+struct KubeRsCache<K: kube::Resource + 'static>(kube::runtime::reflector::Store<K>)
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone;
 
-impl Cache for KubeRsCache {
+impl<K> Cache for KubeRsCache<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
     fn len(&self) -> usize {
         self.0.state().len()
     }
     fn get(&self, namespace: &str, name: &str) -> bool {
         std::hint::black_box(
             self.0
-                .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace)),
+                .get(&kube::runtime::reflector::ObjectRef::<K>::new(name).within(namespace)),
         )
         .is_some()
     }
     fn gen_sum(&self) -> u64 {
-        self.0.state().iter().map(|p| gen_of(p)).sum()
-    }
-}
-
-fn gen_of_labels(labels: Option<&std::collections::BTreeMap<String, String>>) -> u64 {
-    labels
-        .and_then(|l| l.get(GEN_LABEL))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-struct MetadataCache(Arc<kubewright_runtime::Informer<kubewright_core::PartialObjectMetadata>>);
-
-impl Cache for MetadataCache {
-    fn len(&self) -> usize {
-        self.0.store().len()
-    }
-    fn get(&self, namespace: &str, name: &str) -> bool {
-        std::hint::black_box(self.0.store().get_by_name(Some(namespace), name)).is_some()
-    }
-    fn gen_sum(&self) -> u64 {
-        self.0
-            .store()
-            .list()
-            .iter()
-            .map(|m| gen_of_labels(m.metadata.labels.as_ref()))
-            .sum()
-    }
-    fn backlog(&self) -> Option<usize> {
-        Some(self.0.max_handler_backlog())
+        self.0.state().iter().map(|o| gen_of(o.meta())).sum()
     }
 }
 
 type KubeRsMeta = kube::core::PartialObjectMeta<Pod>;
-
-struct KubeRsMetadataCache(kube::runtime::reflector::Store<KubeRsMeta>);
-
-impl Cache for KubeRsMetadataCache {
-    fn len(&self) -> usize {
-        self.0.state().len()
-    }
-    fn get(&self, namespace: &str, name: &str) -> bool {
-        std::hint::black_box(
-            self.0
-                .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace)),
-        )
-        .is_some()
-    }
-    fn gen_sum(&self) -> u64 {
-        self.0
-            .state()
-            .iter()
-            .map(|m| gen_of_labels(m.metadata.labels.as_ref()))
-            .sum()
-    }
-}
 
 /// Something that must stay alive while the cache is measured (informers, tasks).
 type Guard = Box<dyn std::any::Any + Send>;
@@ -502,7 +456,7 @@ async fn start_metadata(
         .await
         .map_err(|e| BenchError::Child(format!("kubewright metadata informer: {e}")))?;
     Ok((
-        Box::new(MetadataCache(informer.clone())),
+        Box::new(KubewrightCache(informer.clone())),
         Box::new((factory, informer)),
     ))
 }
@@ -601,10 +555,7 @@ async fn start_kube_rs_metadata(
             "kube-rs metadata reflector not ready after {timeout:?}: {errs}"
         )));
     }
-    Ok((
-        Box::new(KubeRsMetadataCache(reader)),
-        Box::new(AbortOnDrop(task)),
-    ))
+    Ok((Box::new(KubeRsCache(reader)), Box::new(AbortOnDrop(task))))
 }
 
 async fn start_kube_rs(

@@ -103,17 +103,6 @@ pub enum Variant {
 }
 
 impl Variant {
-    /// The variants run by default, in table order.
-    pub const DEFAULT: [Variant; 7] = [
-        Variant::Kubewright,
-        Variant::KubewrightKeep,
-        Variant::KubewrightJson,
-        Variant::KubewrightLean,
-        Variant::KubeRs,
-        Variant::KubeRsStrip,
-        Variant::KubeRsStreaming,
-    ];
-
     /// Every variant: the default ones, then the metadata-only ones (run when named).
     pub const ALL: [Variant; 10] = [
         Variant::Kubewright,
@@ -127,6 +116,9 @@ impl Variant {
         Variant::KubewrightMetadataJson,
         Variant::KubeRsMetadata,
     ];
+
+    /// The variants run by default, in table order: all but the metadata-only ones.
+    pub const DEFAULT: &'static [Variant] = Self::ALL.split_at(7).0;
 
     /// The name used on the command line and in the table.
     pub fn name(self) -> &'static str {
