@@ -357,8 +357,10 @@ pub struct BenchArgs {
     /// Number of watch events (pod updates) after the sync [default: 100000, quick: 10000].
     #[arg(long)]
     pub events: Option<usize>,
-    /// Library variants, comma-separated: kubewright, kubewright+managedFields, kube-rs,
-    /// kube-rs+strip [default: all four].
+    /// Library variants, comma-separated: kubewright, kubewright+managedFields,
+    /// kubewright+json, kubewright+lean, kube-rs, kube-rs+strip, kube-rs+streaming
+    /// [default: these seven], and the metadata-only kubewright+metadata,
+    /// kubewright+metadata+json and kube-rs+metadata (live and cluster modes).
     #[arg(long, value_delimiter = ',')]
     pub libs: Vec<String>,
     /// replay (recorded list + watch stream replayed to each child: client cost only),
@@ -526,75 +528,97 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
         None => measure_list_bytes(&http, NAMESPACE, opts.page_size).await?,
     };
 
-    let mut results = Vec::new();
-    for &mode in &opts.modes {
-        for &variant in &opts.variants {
-            let mut runs = Vec::new();
-            for run in 0..opts.repeat.max(1) {
-                if opts.repeat > 1 {
-                    progress(
-                        &opts,
-                        format_args!("{variant} ({mode}), run {} of {}", run + 1, opts.repeat),
-                    );
-                } else {
-                    progress(&opts, format_args!("{variant} ({mode})"));
-                }
-                let (url, first_update) = match (mode, &replay_server) {
-                    (Mode::Replay, Some(r)) => {
-                        r.hold();
-                        (r.url().to_string(), None)
-                    }
-                    _ => (server.url(), Some(applied)),
-                };
-                let expect_gen_sum = first_update.unwrap_or(0) + opts.events;
-                let args = ChildArgs {
-                    variant,
-                    mode,
-                    url,
-                    kubeconfig: None,
-                    namespace: NAMESPACE.to_string(),
-                    pods: opts.pods,
-                    events: opts.events as u64,
-                    expect_gen_sum: expect_gen_sum as u64,
-                    page_size: opts.page_size,
-                    settle_ms: 500,
-                    timeout_secs: opts.timeout.as_secs().max(1),
-                };
-                let result = run_one(&exe, args, &opts, |_| async {
-                    match first_update {
-                        Some(first) => {
-                            load::apply_updates(
-                                &http,
-                                NAMESPACE,
-                                opts.pods,
-                                first,
-                                opts.events,
-                                opts.concurrency,
-                            )
-                            .await
-                        }
-                        None => {
-                            if let Some(r) = &replay_server {
-                                r.release();
-                            }
-                            Ok(())
-                        }
-                    }
-                })
-                .await?;
-                if first_update.is_some() {
-                    applied += opts.events;
-                }
-                runs.push(result);
+    // One child of (mode, variant): against the replay server, or against the embedded
+    // server while the parent applies the next `events` updates.
+    let one_child = async |mode: Mode, variant: Variant, applied: &mut usize| {
+        let (url, first_update) = match (mode, &replay_server) {
+            (Mode::Replay, Some(r)) => {
+                r.hold();
+                (r.url().to_string(), None)
             }
-            results.push(VariantReport {
-                variant,
-                mode,
-                result: report::median(&runs),
-                runs,
-            });
+            _ => (server.url(), Some(*applied)),
+        };
+        let expect_gen_sum = first_update.unwrap_or(0) + opts.events;
+        let args = ChildArgs {
+            variant,
+            mode,
+            url,
+            kubeconfig: None,
+            namespace: NAMESPACE.to_string(),
+            pods: opts.pods,
+            events: opts.events as u64,
+            expect_gen_sum: expect_gen_sum as u64,
+            page_size: opts.page_size,
+            settle_ms: 500,
+            timeout_secs: opts.timeout.as_secs().max(1),
+        };
+        let result = run_one(&exe, args, &opts, |_| async {
+            match first_update {
+                Some(first) => {
+                    load::apply_updates(
+                        &http,
+                        NAMESPACE,
+                        opts.pods,
+                        first,
+                        opts.events,
+                        opts.concurrency,
+                    )
+                    .await
+                }
+                None => {
+                    if let Some(r) = &replay_server {
+                        r.release();
+                    }
+                    Ok(())
+                }
+            }
+        })
+        .await?;
+        if first_update.is_some() {
+            *applied += opts.events;
+        }
+        Ok::<_, BenchError>(result)
+    };
+    let pairs: Vec<(Mode, Variant)> = opts
+        .modes
+        .iter()
+        .flat_map(|&m| opts.variants.iter().map(move |&v| (m, v)))
+        .collect();
+    // A discarded first child: the first child after the setup ran consistently
+    // slower, whichever variant it was (see `run_cluster`).
+    if let Some(&(mode, variant)) = pairs.first() {
+        progress(
+            &opts,
+            format_args!("{variant} ({mode}), warm-up run, not counted"),
+        );
+        one_child(mode, variant, &mut applied).await?;
+    }
+    // Repeats run in rounds (every variant once, then again), so that a machine that
+    // drifts during the run weighs on every variant alike.
+    let mut runs: Vec<Vec<ChildResult>> = vec![Vec::new(); pairs.len()];
+    for round in 0..opts.repeat.max(1) {
+        for (i, &(mode, variant)) in pairs.iter().enumerate() {
+            if opts.repeat > 1 {
+                progress(
+                    &opts,
+                    format_args!("{variant} ({mode}), run {} of {}", round + 1, opts.repeat),
+                );
+            } else {
+                progress(&opts, format_args!("{variant} ({mode})"));
+            }
+            runs[i].push(one_child(mode, variant, &mut applied).await?);
         }
     }
+    let results = pairs
+        .iter()
+        .zip(runs)
+        .map(|(&(mode, variant), runs)| VariantReport {
+            variant,
+            mode,
+            result: report::median(&runs),
+            runs,
+        })
+        .collect();
     Ok(Report {
         pods: opts.pods,
         events: opts.events,
@@ -661,13 +685,13 @@ async fn run_cluster(
             .await?;
             applied += events;
         }
-        let mut results = Vec::new();
-        for &variant in &opts.variants {
-            let mut runs = Vec::new();
-            for run in 0..opts.repeat.max(1) {
+        // Repeats run in rounds, as in the other modes.
+        let mut runs: Vec<Vec<ChildResult>> = vec![Vec::new(); opts.variants.len()];
+        for round in 0..opts.repeat.max(1) {
+            for (i, &variant) in opts.variants.iter().enumerate() {
                 progress(
                     opts,
-                    format_args!("{variant} (cluster), run {} of {}", run + 1, opts.repeat),
+                    format_args!("{variant} (cluster), run {} of {}", round + 1, opts.repeat),
                 );
                 let first = applied;
                 let args = ChildArgs {
@@ -695,15 +719,20 @@ async fn run_cluster(
                 })
                 .await?;
                 applied += opts.events;
-                runs.push(result);
+                runs[i].push(result);
             }
-            results.push(VariantReport {
+        }
+        let results: Vec<VariantReport> = opts
+            .variants
+            .iter()
+            .zip(runs)
+            .map(|(&variant, runs)| VariantReport {
                 variant,
                 mode: Mode::Cluster,
                 result: report::median(&runs),
                 runs,
-            });
-        }
+            })
+            .collect();
         Ok::<_, BenchError>((create_secs, list_bytes, results))
     }
     .await;

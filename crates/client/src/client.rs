@@ -564,15 +564,14 @@ impl Client {
         deadline: Option<Instant>,
     ) -> Result<Bytes> {
         let gzip = is_gzip(resp.headers());
-        let read = resp.into_body().collect();
+        let read = collect_body(resp.into_body());
         let body = match deadline {
             Some(d) => tokio::time::timeout_at(d, read)
                 .await
                 .map_err(|_| self.timed_out())?,
             None => read.await,
         }
-        .map_err(|e| Error::Body(Box::new(e)))?
-        .to_bytes();
+        .map_err(|e| Error::Body(Box::new(e)))?;
         if gzip { gunzip(&body) } else { Ok(body) }
     }
 
@@ -661,6 +660,43 @@ fn short_type_name(full: &str) -> String {
     out
 }
 
+/// Reads a whole body into one buffer, copying each frame as it arrives and releasing
+/// it: a large list is held once while it is read, not as its frames plus a copy of
+/// them (which doubled the memory a big initial list touches). A body of one frame is
+/// returned without a copy.
+async fn collect_body<B>(mut body: B) -> std::result::Result<Bytes, B::Error>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers
+        };
+        if buf.is_empty() && body.is_end_stream() {
+            return Ok(data);
+        }
+        if buf.capacity() == 0 {
+            // Content-Length when the server sent one, else grow as the frames come.
+            let hint = body.size_hint();
+            let expected = hint
+                .exact()
+                .unwrap_or(hint.lower())
+                .saturating_add(data.len() as u64);
+            buf.reserve(
+                usize::try_from(expected.min(MAX_PRESIZE))
+                    .unwrap_or(0)
+                    .max(data.len()),
+            );
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(buf.freeze())
+}
+
+/// The most a body's announced length reserves up front (more grows as it arrives).
+const MAX_PRESIZE: u64 = 256 << 20;
+
 /// Whether waiting `wait` before a retry still leaves time before `deadline`.
 fn fits(deadline: Option<Instant>, wait: Duration) -> bool {
     deadline.is_none_or(|d| Instant::now() + wait < d)
@@ -748,6 +784,34 @@ pub fn parse_warning(h: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    type Frames = http_body_util::StreamBody<
+        futures::stream::Iter<
+            std::vec::IntoIter<
+                std::result::Result<http_body::Frame<Bytes>, std::convert::Infallible>,
+            >,
+        >,
+    >;
+
+    /// A body of these data frames, then trailers.
+    fn frames(parts: &[&'static [u8]]) -> Frames {
+        let mut v: Vec<_> = parts
+            .iter()
+            .map(|p| Ok(http_body::Frame::data(Bytes::from_static(p))))
+            .collect();
+        v.push(Ok(http_body::Frame::trailers(http::HeaderMap::new())));
+        http_body_util::StreamBody::new(futures::stream::iter(v))
+    }
+
+    #[tokio::test]
+    async fn bodies_are_collected_frame_by_frame() {
+        let body = collect_body(frames(&[b"{\"a\":", b"", b"[1,2", b"]}"])).await;
+        assert_eq!(body.ok().as_deref(), Some(&b"{\"a\":[1,2]}"[..]));
+        let one = collect_body(Full::new(Bytes::from_static(b"whole"))).await;
+        assert_eq!(one.ok().as_deref(), Some(&b"whole"[..]));
+        let empty = collect_body(frames(&[])).await;
+        assert_eq!(empty.ok().as_deref(), Some(&b""[..]));
+    }
 
     #[test]
     fn short_type_names() {
