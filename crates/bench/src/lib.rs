@@ -262,7 +262,7 @@ pub struct BenchOptions {
     pub replay_chunk_bytes: Option<usize>,
     /// Concurrent requests of the parent when creating and patching pods.
     pub concurrency: usize,
-    /// Runs of each variant; the table shows the median of every measurement.
+    /// Runs of each variant, in rounds; the table shows the median of every measurement.
     pub repeat: usize,
     /// Executable to start the children with (default: the current executable, which
     /// must call [`run_child_if_requested`] first thing in `main`).
@@ -386,8 +386,8 @@ pub struct BenchArgs {
     /// (e.g. 16384, a TLS record) instead of the server's framing.
     #[arg(long)]
     pub replay_chunk_bytes: Option<usize>,
-    /// Run each variant this many times and report medians (less noise on a busy
-    /// machine).
+    /// Run each variant this many times, in rounds (every variant once per round), and
+    /// report medians (less noise on a busy machine).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
     /// No progress messages on stderr.
