@@ -379,14 +379,35 @@ async fn start(
     }
 }
 
+/// Counts the informer's update events, starts the factory and waits for its sync; the
+/// factory and informer become the guard that keeps them running.
+async fn sync_counted<K>(
+    factory: kubewright_runtime::SharedInformerFactory,
+    informer: Arc<kubewright_runtime::Informer<K>>,
+    counter: Arc<Counter>,
+    timeout: Duration,
+    what: &str,
+) -> Result<(Arc<kubewright_runtime::Informer<K>>, Guard), BenchError>
+where
+    K: kubewright_core::Resource + Send + Sync + 'static,
+{
+    informer.add_handler(
+        kubewright_runtime::HandlerFuncs::new().on_update(move |_old, _new| counter.hit()),
+    );
+    factory.start();
+    factory
+        .wait_for_cache_sync(timeout)
+        .await
+        .map_err(|e| BenchError::Child(format!("{what}: {e}")))?;
+    Ok((informer.clone(), Box::new((factory, informer))))
+}
+
 async fn start_kubewright(
     args: &ChildArgs,
     counter: Arc<Counter>,
     timeout: Duration,
 ) -> Result<(Box<dyn Cache>, Guard), BenchError> {
-    use kubewright_runtime::{
-        HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
-    };
+    use kubewright_runtime::{InformerParams, ReflectorConfig, SharedInformerFactory};
     let client = kubewright_client(args)?;
     let mut factory = SharedInformerFactory::new(client)
         .with_config(ReflectorConfig::default().page_size(args.page_size))
@@ -395,16 +416,9 @@ async fn start_kubewright(
         factory = factory.content_type(kubewright_client::ContentType::Json);
     }
     let informer = factory.informer::<Pod>(InformerParams::default().namespace(&args.namespace));
-    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
-    factory.start();
-    factory
-        .wait_for_cache_sync(timeout)
-        .await
-        .map_err(|e| BenchError::Child(format!("kubewright informer: {e}")))?;
-    Ok((
-        Box::new(KubewrightCache(informer.clone())),
-        Box::new((factory, informer)),
-    ))
+    let (informer, guard) =
+        sync_counted(factory, informer, counter, timeout, "kubewright informer").await?;
+    Ok((Box::new(KubewrightCache(informer)), guard))
 }
 
 async fn start_lean(
@@ -412,24 +426,21 @@ async fn start_lean(
     counter: Arc<Counter>,
     timeout: Duration,
 ) -> Result<(Box<dyn Cache>, Guard), BenchError> {
-    use kubewright_runtime::{
-        HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
-    };
+    use kubewright_runtime::{InformerParams, ReflectorConfig, SharedInformerFactory};
     let client = kubewright_client(args)?;
     let factory = SharedInformerFactory::new(client)
         .with_config(ReflectorConfig::default().page_size(args.page_size));
     let informer =
         factory.informer::<LeanPod>(InformerParams::default().namespace(&args.namespace));
-    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
-    factory.start();
-    factory
-        .wait_for_cache_sync(timeout)
-        .await
-        .map_err(|e| BenchError::Child(format!("kubewright lean informer: {e}")))?;
-    Ok((
-        Box::new(LeanCache(informer.clone())),
-        Box::new((factory, informer)),
-    ))
+    let (informer, guard) = sync_counted(
+        factory,
+        informer,
+        counter,
+        timeout,
+        "kubewright lean informer",
+    )
+    .await?;
+    Ok((Box::new(LeanCache(informer)), guard))
 }
 
 async fn start_metadata(
@@ -437,9 +448,7 @@ async fn start_metadata(
     counter: Arc<Counter>,
     timeout: Duration,
 ) -> Result<(Box<dyn Cache>, Guard), BenchError> {
-    use kubewright_runtime::{
-        HandlerFuncs, InformerParams, ReflectorConfig, SharedInformerFactory,
-    };
+    use kubewright_runtime::{InformerParams, ReflectorConfig, SharedInformerFactory};
     let client = kubewright_client(args)?;
     let mut factory = SharedInformerFactory::new(client)
         .with_config(ReflectorConfig::default().page_size(args.page_size));
@@ -449,16 +458,15 @@ async fn start_metadata(
     let pods = kubewright_core::ApiResource::erase::<Pod>(&());
     let informer =
         factory.metadata_informer(&pods, InformerParams::default().namespace(&args.namespace));
-    informer.add_handler(HandlerFuncs::new().on_update(move |_old, _new| counter.hit()));
-    factory.start();
-    factory
-        .wait_for_cache_sync(timeout)
-        .await
-        .map_err(|e| BenchError::Child(format!("kubewright metadata informer: {e}")))?;
-    Ok((
-        Box::new(KubewrightCache(informer.clone())),
-        Box::new((factory, informer)),
-    ))
+    let (informer, guard) = sync_counted(
+        factory,
+        informer,
+        counter,
+        timeout,
+        "kubewright metadata informer",
+    )
+    .await?;
+    Ok((Box::new(KubewrightCache(informer)), guard))
 }
 
 fn kubewright_client(args: &ChildArgs) -> Result<kubewright_client::Client, BenchError> {

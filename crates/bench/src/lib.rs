@@ -657,15 +657,9 @@ async fn run_cluster(
         let create_secs = t.elapsed().as_secs_f64();
         let list_bytes = measure_list_bytes(&http, &namespace, opts.page_size).await?;
         let mut applied = 0usize;
-        // A discarded first child: right after the creations kube-apiserver, etcd and
-        // the controllers are still busy with them, and the first child measured was
-        // consistently the slowest whichever variant it ran.
-        if let Some(&variant) = opts.variants.first() {
-            progress(
-                opts,
-                format_args!("{variant} (cluster), warm-up run, not counted"),
-            );
-            let events = opts.events.min(200);
+        // One child of `variant` while the parent applies the next `events` updates.
+        let one_child = async |variant: Variant, events: usize, applied: &mut usize| {
+            let first = *applied;
             let args = ChildArgs {
                 variant,
                 mode: Mode::Cluster,
@@ -674,16 +668,34 @@ async fn run_cluster(
                 namespace: namespace.clone(),
                 pods: opts.pods,
                 events: events as u64,
-                expect_gen_sum: events as u64,
+                expect_gen_sum: (first + events) as u64,
                 page_size: opts.page_size,
                 settle_ms: 500,
                 timeout_secs: opts.timeout.as_secs().max(1),
             };
-            run_one(exe, args, opts, |_| {
-                load::apply_updates(&http, &namespace, opts.pods, 0, events, opts.concurrency)
+            let result = run_one(exe, args, opts, |_| {
+                load::apply_updates(
+                    &http,
+                    &namespace,
+                    opts.pods,
+                    first,
+                    events,
+                    opts.concurrency,
+                )
             })
             .await?;
-            applied += events;
+            *applied += events;
+            Ok::<_, BenchError>(result)
+        };
+        // A discarded first child: right after the creations kube-apiserver, etcd and
+        // the controllers are still busy with them, and the first child measured was
+        // consistently the slowest whichever variant it ran.
+        if let Some(&variant) = opts.variants.first() {
+            progress(
+                opts,
+                format_args!("{variant} (cluster), warm-up run, not counted"),
+            );
+            one_child(variant, opts.events.min(200), &mut applied).await?;
         }
         // Repeats run in rounds, as in the other modes.
         let mut runs: Vec<Vec<ChildResult>> = vec![Vec::new(); opts.variants.len()];
@@ -693,33 +705,7 @@ async fn run_cluster(
                     opts,
                     format_args!("{variant} (cluster), run {} of {}", round + 1, opts.repeat),
                 );
-                let first = applied;
-                let args = ChildArgs {
-                    variant,
-                    mode: Mode::Cluster,
-                    url: String::new(),
-                    kubeconfig: Some(kubeconfig.clone()),
-                    namespace: namespace.clone(),
-                    pods: opts.pods,
-                    events: opts.events as u64,
-                    expect_gen_sum: (first + opts.events) as u64,
-                    page_size: opts.page_size,
-                    settle_ms: 500,
-                    timeout_secs: opts.timeout.as_secs().max(1),
-                };
-                let result = run_one(exe, args, opts, |_| {
-                    load::apply_updates(
-                        &http,
-                        &namespace,
-                        opts.pods,
-                        first,
-                        opts.events,
-                        opts.concurrency,
-                    )
-                })
-                .await?;
-                applied += opts.events;
-                runs[i].push(result);
+                runs[i].push(one_child(variant, opts.events, &mut applied).await?);
             }
         }
         let results: Vec<VariantReport> = opts
