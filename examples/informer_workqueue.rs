@@ -32,9 +32,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .rate_limiter(default_controller_rate_limiter())
         .build();
 
-    // Informer events -> keys in the queue (dedup: many events, one reconcile).
+    // Informer events -> keys in the queue (dedup: many events, one reconcile). Adding to
+    // the queue never blocks, so the handler runs inline on the informer's task.
     let (q1, q2) = (queue.clone(), queue.clone());
-    informer.add_handler(
+    informer.add_inline_handler(
         HandlerFuncs::new()
             .on_add(move |cm: Arc<ConfigMap>| q1.add(ObjectKey::from_obj(cm.as_ref()).to_string()))
             .on_update(move |_old, cm: Arc<ConfigMap>| {

@@ -365,9 +365,10 @@ async fn start(
     timeout: Duration,
 ) -> Result<(Box<dyn Cache>, Guard), BenchError> {
     match args.variant {
-        Variant::Kubewright | Variant::KubewrightKeep | Variant::KubewrightJson => {
-            start_kubewright(args, counter, timeout).await
-        }
+        Variant::Kubewright
+        | Variant::KubewrightKeep
+        | Variant::KubewrightJson
+        | Variant::KubewrightInline => start_kubewright(args, counter, timeout).await,
         Variant::KubewrightLean => start_lean(args, counter, timeout).await,
         Variant::KubeRs | Variant::KubeRsStrip | Variant::KubeRsStreaming => {
             start_kube_rs(args, counter, timeout).await
@@ -387,13 +388,18 @@ async fn sync_counted<K>(
     counter: Arc<Counter>,
     timeout: Duration,
     what: &str,
+    inline: bool,
 ) -> Result<(Arc<kubewright_runtime::Informer<K>>, Guard), BenchError>
 where
     K: kubewright_core::Resource + Send + Sync + 'static,
 {
-    informer.add_handler(
-        kubewright_runtime::HandlerFuncs::new().on_update(move |_old, _new| counter.hit()),
-    );
+    let handler =
+        kubewright_runtime::HandlerFuncs::new().on_update(move |_old, _new| counter.hit());
+    if inline {
+        informer.add_inline_handler(handler);
+    } else {
+        informer.add_handler(handler);
+    }
     factory.start();
     factory
         .wait_for_cache_sync(timeout)
@@ -416,8 +422,16 @@ async fn start_kubewright(
         factory = factory.content_type(kubewright_client::ContentType::Json);
     }
     let informer = factory.informer::<Pod>(InformerParams::default().namespace(&args.namespace));
-    let (informer, guard) =
-        sync_counted(factory, informer, counter, timeout, "kubewright informer").await?;
+    let inline = args.variant == Variant::KubewrightInline;
+    let (informer, guard) = sync_counted(
+        factory,
+        informer,
+        counter,
+        timeout,
+        "kubewright informer",
+        inline,
+    )
+    .await?;
     Ok((Box::new(KubewrightCache(informer)), guard))
 }
 
@@ -438,6 +452,7 @@ async fn start_lean(
         counter,
         timeout,
         "kubewright lean informer",
+        false,
     )
     .await?;
     Ok((Box::new(LeanCache(informer)), guard))
@@ -464,6 +479,7 @@ async fn start_metadata(
         counter,
         timeout,
         "kubewright metadata informer",
+        false,
     )
     .await?;
     Ok((Box::new(KubewrightCache(informer)), guard))

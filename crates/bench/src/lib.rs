@@ -87,6 +87,10 @@ pub enum Variant {
     KubewrightJson,
     /// A lean informer (`Informer<Lean<Pod>>`): objects kept encoded, decoded on read.
     KubewrightLean,
+    /// The default informer counting with an inline handler
+    /// (`Informer::add_inline_handler`, as a controller's handlers run) instead of a
+    /// handler in its own task.
+    KubewrightInline,
     /// kube-rs `watcher` + `reflector`, default settings.
     KubeRs,
     /// The same with `.modify()` removing `managedFields` before the reflector.
@@ -104,11 +108,12 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant: the default ones, then the metadata-only ones (run when named).
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::Kubewright,
         Variant::KubewrightKeep,
         Variant::KubewrightJson,
         Variant::KubewrightLean,
+        Variant::KubewrightInline,
         Variant::KubeRs,
         Variant::KubeRsStrip,
         Variant::KubeRsStreaming,
@@ -118,7 +123,7 @@ impl Variant {
     ];
 
     /// The variants run by default, in table order: all but the metadata-only ones.
-    pub const DEFAULT: &'static [Variant] = Self::ALL.split_at(7).0;
+    pub const DEFAULT: &'static [Variant] = Self::ALL.split_at(8).0;
 
     /// The name used on the command line and in the table.
     pub fn name(self) -> &'static str {
@@ -127,6 +132,7 @@ impl Variant {
             Variant::KubewrightKeep => "kubewright+managedFields",
             Variant::KubewrightJson => "kubewright+json",
             Variant::KubewrightLean => "kubewright+lean",
+            Variant::KubewrightInline => "kubewright+inline",
             Variant::KubeRs => "kube-rs",
             Variant::KubeRsStrip => "kube-rs+strip",
             Variant::KubeRsStreaming => "kube-rs+streaming",
@@ -159,9 +165,10 @@ impl Variant {
     /// The kube-rs variant that caches the same content as a kubewright variant.
     pub fn baseline(self) -> Option<Variant> {
         match self {
-            Variant::Kubewright | Variant::KubewrightJson | Variant::KubewrightLean => {
-                Some(Variant::KubeRsStrip)
-            }
+            Variant::Kubewright
+            | Variant::KubewrightJson
+            | Variant::KubewrightLean
+            | Variant::KubewrightInline => Some(Variant::KubeRsStrip),
             Variant::KubewrightKeep => Some(Variant::KubeRs),
             Variant::KubewrightMetadata | Variant::KubewrightMetadataJson => {
                 Some(Variant::KubeRsMetadata)
@@ -358,8 +365,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub events: Option<usize>,
     /// Library variants, comma-separated: kubewright, kubewright+managedFields,
-    /// kubewright+json, kubewright+lean, kube-rs, kube-rs+strip, kube-rs+streaming
-    /// [default: these seven], and the metadata-only kubewright+metadata,
+    /// kubewright+json, kubewright+lean, kubewright+inline, kube-rs, kube-rs+strip,
+    /// kube-rs+streaming [default: these eight], and the metadata-only kubewright+metadata,
     /// kubewright+metadata+json and kube-rs+metadata (live and cluster modes).
     #[arg(long, value_delimiter = ',')]
     pub libs: Vec<String>,

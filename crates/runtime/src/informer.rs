@@ -16,6 +16,10 @@
 //!   and tells whether it has processed its initial objects.
 //! * Optional periodic resync re-delivers every object as `on_update(obj, obj)`.
 //! * Fan-out clones `Arc`s only: the object a handler gets is the one in the store.
+//! * [`Informer::add_inline_handler`] registers closures that run on the informer's own
+//!   task instead, right after the store changed: no queue and no task switch per event,
+//!   for handlers that only enqueue a key or count (controllers use it). Such a handler
+//!   must not block, since the informer waits for it.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -218,6 +222,73 @@ impl<K> Notification<K> {
     }
 }
 
+impl<K> HandlerFuncs<K> {
+    /// Calls the closure for `delta` (nothing for a `Replaced` marker).
+    fn call(&mut self, delta: &Delta<K>) {
+        match delta {
+            Delta::Added(o) => {
+                if let Some(f) = &mut self.add {
+                    f(o.clone());
+                }
+            }
+            Delta::Updated { old, new } => {
+                if let Some(f) = &mut self.update {
+                    f(old.clone(), new.clone());
+                }
+            }
+            Delta::Sync(o) => {
+                if let Some(f) = &mut self.update {
+                    f(o.clone(), o.clone());
+                }
+            }
+            Delta::Deleted {
+                obj,
+                final_state_unknown,
+            } => {
+                if let Some(f) = &mut self.delete {
+                    f(obj.clone(), *final_state_unknown);
+                }
+            }
+            Delta::Replaced { .. } => {}
+        }
+    }
+}
+
+/// A handler registered with [`Informer::add_inline_handler`].
+struct InlineSlot<K> {
+    id: u64,
+    /// Held by whoever delivers to the handler: the informer's task, or the registering
+    /// caller while it delivers the initial objects.
+    handler: Mutex<HandlerFuncs<K>>,
+    synced: Arc<AtomicBool>,
+    /// Cancelled when the handler is removed or the informer stops.
+    cancel: CancellationToken,
+}
+
+impl<K> InlineSlot<K> {
+    fn lock(&self) -> MutexGuard<'_, HandlerFuncs<K>> {
+        // A panic in a closure was caught and logged; the closures are still usable.
+        self.handler.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Delivers `deltas` in order, unless the handler was removed. A panicking closure is
+    /// logged and the informer goes on.
+    fn deliver(&self, handler: &mut HandlerFuncs<K>, deltas: &[Delta<K>]) {
+        for delta in deltas {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let call = std::panic::AssertUnwindSafe(|| handler.call(delta));
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::error!(handler = self.id, "an inline informer handler panicked");
+            }
+        }
+    }
+}
+
+/// The inline handlers, as the informer's task reads them for each change.
+type InlineList<K> = Arc<[Arc<InlineSlot<K>>]>;
+
 struct Slot<K> {
     id: u64,
     tx: mpsc::UnboundedSender<Notification<K>>,
@@ -229,6 +300,9 @@ struct Slot<K> {
 
 struct Dispatcher<K> {
     handlers: Vec<Slot<K>>,
+    /// Replaced (not mutated) when an inline handler comes or goes, so that the informer's
+    /// task takes it with one reference count and calls the handlers without this lock.
+    inline: InlineList<K>,
     next_id: u64,
     synced: bool,
     closed: bool,
@@ -247,6 +321,12 @@ impl<K> Dispatcher<K> {
                 }
                 None => true,
             });
+    }
+
+    /// The inline handlers to call for a change made under this lock (`None`: there are
+    /// none).
+    fn inline(&self) -> Option<InlineList<K>> {
+        (!self.inline.is_empty()).then(|| self.inline.clone())
     }
 
     fn mark_synced(&mut self) {
@@ -279,6 +359,10 @@ impl<K> Shared<K> {
         let mut d = self.dispatcher();
         d.closed = true;
         d.handlers.clear();
+        for h in d.inline.iter() {
+            h.cancel.cancel();
+        }
+        d.inline = Arc::new([]);
     }
 }
 
@@ -350,40 +434,49 @@ impl<K: Resource + Send + Sync + 'static> Sink<K> for InformerSink<K> {
             Change::Upsert(obj) => {
                 let delta = store.upsert(obj);
                 d.dispatch(&delta);
+                let inline = d.inline();
                 drop(d);
+                call_inline(inline, std::slice::from_ref(&delta), false);
                 self.retired.push(delta.into_retired());
             }
             Change::Delete(obj) => {
                 if let Some(delta) = store.delete(obj) {
                     d.dispatch(&delta);
+                    let inline = d.inline();
                     drop(d);
+                    call_inline(inline, std::slice::from_ref(&delta), false);
                     self.retired.push(delta.into_retired());
                 }
             }
             Change::Replace { objects, .. } => {
                 // What a relist replaced or removed is retired like a watch event's, once
-                // the dispatcher lock is released.
-                let mut gone = Vec::new();
-                for delta in store.replace(objects) {
-                    d.dispatch(&delta);
-                    gone.push(delta.into_retired());
+                // the dispatcher lock is released and the inline handlers had it.
+                let deltas = store.replace(objects);
+                for delta in &deltas {
+                    d.dispatch(delta);
                 }
                 let first_sync = !d.synced;
                 if first_sync {
                     d.mark_synced();
                 }
+                let inline = d.inline();
                 drop(d);
+                call_inline(inline, &deltas, first_sync);
                 if first_sync {
                     self.shared.synced.send_replace(true);
                 }
-                for g in gone {
-                    self.retired.push(g);
+                for delta in deltas {
+                    self.retired.push(delta.into_retired());
                 }
             }
             Change::Resync => {
-                for obj in store.list() {
-                    d.dispatch(&Delta::Sync(obj));
+                let deltas: Vec<_> = store.list().into_iter().map(Delta::Sync).collect();
+                for delta in &deltas {
+                    d.dispatch(delta);
                 }
+                let inline = d.inline();
+                drop(d);
+                call_inline(inline, &deltas, false);
             }
         }
         true
@@ -392,6 +485,19 @@ impl<K: Resource + Send + Sync + 'static> Sink<K> for InformerSink<K> {
     async fn error(&mut self, _error: crate::reflector::Error) -> bool {
         // The runner has logged it; an informer keeps going.
         true
+    }
+}
+
+/// Calls the inline handlers for a change the store has already taken; with `synced`,
+/// the change was the initial list, and each handler has now had all of it.
+fn call_inline<K>(inline: Option<InlineList<K>>, deltas: &[Delta<K>], synced: bool) {
+    let Some(inline) = inline else { return };
+    for slot in inline.iter() {
+        let mut handler = slot.lock();
+        slot.deliver(&mut handler, deltas);
+        if synced {
+            slot.synced.store(true, Ordering::Release);
+        }
     }
 }
 
@@ -509,6 +615,7 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
                 store: Store::new(),
                 dispatcher: Mutex::new(Dispatcher {
                     handlers: Vec::new(),
+                    inline: Arc::new([]),
                     next_id: 1,
                     synced: false,
                     closed: false,
@@ -689,22 +796,119 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
         }
     }
 
+    /// Adds a handler whose closures run on the informer's own task, right after the
+    /// store took each change, instead of in a task of their own: no queue and no task
+    /// switch per event. Otherwise like [`Informer::add_handler`]: the objects already in
+    /// the store first (delivered here, on the caller's thread, before this returns, when
+    /// the informer has synced), then every change, in order.
+    ///
+    /// The informer waits for the closures, so they must be quick and must not block:
+    /// enqueue a key, count, send on an unbounded channel. A controller's handlers are
+    /// of this kind. Anything slower belongs in [`Informer::add_handler`]. A closure that
+    /// panics is logged and the informer goes on. [`HandlerRegistration::backlog`] is
+    /// always 0.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # let server = kubewright_apiserver::TestServer::start().await.unwrap();
+    /// # let env = kubewright_testing::TestEnv::for_server(server);
+    /// # let client = env.client();
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use k8s_openapi::api::core::v1::Namespace;
+    /// use kubewright_client::Api;
+    /// use kubewright_runtime::informer::{HandlerFuncs, Informer};
+    /// use kubewright_runtime::reflector::ReflectorConfig;
+    ///
+    /// let informer = Informer::new(Api::<Namespace>::all(client), ReflectorConfig::default());
+    /// let seen = Arc::new(AtomicUsize::new(0));
+    /// let counter = seen.clone();
+    /// let registration = informer.add_inline_handler(
+    ///     HandlerFuncs::new().on_add(move |_ns: Arc<Namespace>| {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     }),
+    /// );
+    /// informer.start();
+    /// assert!(informer.wait_for_sync().await);
+    /// // The initial list reached the handler before the informer reported its sync.
+    /// assert!(registration.has_synced());
+    /// assert_eq!(seen.load(Ordering::Relaxed), informer.store().len());
+    /// informer.shutdown().await;
+    /// # }
+    /// ```
+    pub fn add_inline_handler(&self, handler: HandlerFuncs<K>) -> HandlerRegistration {
+        let synced = Arc::new(AtomicBool::new(false));
+        let cancel = self.cancel.child_token();
+        let id = {
+            let mut d = self.shared.dispatcher();
+            d.next_id += 1;
+            d.next_id - 1
+        };
+        let slot = Arc::new(InlineSlot {
+            id,
+            handler: Mutex::new(handler),
+            synced: synced.clone(),
+            cancel: cancel.clone(),
+        });
+        // The handler's lock is taken before the slot becomes visible, so the informer's
+        // task waits for the initial objects before it delivers the next change.
+        let mut guard = slot.lock();
+        let (initial, synced_now) = {
+            let mut d = self.shared.dispatcher();
+            let initial: Vec<_> = self
+                .shared
+                .store
+                .list()
+                .into_iter()
+                .map(Delta::Added)
+                .collect();
+            if !d.closed {
+                let mut list: Vec<_> = d.inline.iter().cloned().collect();
+                list.push(slot.clone());
+                d.inline = list.into();
+            }
+            (initial, d.synced)
+        };
+        slot.deliver(&mut guard, &initial);
+        if synced_now {
+            synced.store(true, Ordering::Release);
+        }
+        drop(guard);
+        HandlerRegistration {
+            id,
+            synced,
+            backlog: Arc::new(AtomicUsize::new(0)),
+            cancel,
+        }
+    }
+
     /// Removes a handler: it gets no more events and its task stops. Returns false if it
     /// was not registered (any more).
     pub fn remove_handler(&self, registration: &HandlerRegistration) -> bool {
         let removed = {
             let mut d = self.shared.dispatcher();
-            let before = d.handlers.len();
+            let before = d.handlers.len() + d.inline.len();
             d.handlers.retain(|h| h.id != registration.id);
-            d.handlers.len() != before
+            if d.inline.iter().any(|h| h.id == registration.id) {
+                let list: Vec<_> = d
+                    .inline
+                    .iter()
+                    .filter(|h| h.id != registration.id)
+                    .cloned()
+                    .collect();
+                d.inline = list.into();
+            }
+            d.handlers.len() + d.inline.len() != before
         };
         registration.cancel.cancel();
         removed
     }
 
-    /// Number of registered handlers.
+    /// Number of registered handlers (inline ones included).
     pub fn handler_count(&self) -> usize {
-        self.shared.dispatcher().handlers.len()
+        let d = self.shared.dispatcher();
+        d.handlers.len() + d.inline.len()
     }
 
     /// The largest backlog of any registered handler (see
@@ -884,6 +1088,138 @@ mod tests {
         assert_eq!(informer.store().len(), 2);
         informer.shutdown().await;
         assert!(informer.is_stopped());
+    }
+
+    /// Everything already sent to `rx`, without waiting.
+    fn drain(rx: &mut Rx) -> Vec<String> {
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+
+    #[tokio::test]
+    async fn inline_handlers_get_each_change_before_the_informer_moves_on() {
+        let lw = FakeLw::new();
+        lw.list(Ok(list(vec![cm("a", "1"), cm("b", "1")], "2", None)));
+        let events = live(&lw);
+        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default().paged_list());
+        let (h1, mut rx1) = recorder();
+        let reg1 = informer.add_inline_handler(h1);
+        assert!(!reg1.has_synced());
+        informer.start();
+        assert!(informer.wait_for_sync().await);
+        // Delivered on the informer's task before it reported the sync: nothing to await.
+        assert!(reg1.has_synced());
+        let mut initial = drain(&mut rx1);
+        initial.sort();
+        assert_eq!(initial, vec!["add ns/a@1", "add ns/b@1"]);
+
+        events
+            .unbounded_send(Ok(WatchEvent::Modified(cm("a", "3"))))
+            .unwrap();
+        events
+            .unbounded_send(Ok(WatchEvent::Deleted(cm("b", "4"))))
+            .unwrap();
+        assert_eq!(
+            recv(&mut rx1, 2).await,
+            vec!["update ns/a@1 -> ns/a@3", "delete ns/b@4 unknown=false"]
+        );
+        // A late inline handler has the current contents when the call returns.
+        let (h2, mut rx2) = recorder();
+        let reg2 = informer.add_inline_handler(h2);
+        assert!(reg2.has_synced());
+        assert_eq!(drain(&mut rx2), vec!["add ns/a@3"]);
+        assert_eq!(informer.handler_count(), 2);
+        assert_eq!(reg2.backlog(), 0);
+
+        // Removed, a handler hears nothing more; the other one does.
+        assert!(informer.remove_handler(&reg1));
+        assert!(!informer.remove_handler(&reg1));
+        assert_eq!(informer.handler_count(), 1);
+        events
+            .unbounded_send(Ok(WatchEvent::Added(cm("c", "5"))))
+            .unwrap();
+        assert_eq!(recv(&mut rx2, 1).await, vec!["add ns/c@5"]);
+        assert!(drain(&mut rx1).is_empty());
+        informer.shutdown().await;
+        assert_eq!(informer.handler_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_inline_handler_stops_neither_the_informer_nor_itself() {
+        let lw = FakeLw::new();
+        lw.list(Ok(list(vec![], "1", None)));
+        let events = live(&lw);
+        let informer = Informer::new(Shared(lw.clone()), ReflectorConfig::default().paged_list());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        informer.add_inline_handler(HandlerFuncs::new().on_add(move |o: Arc<ConfigMap>| {
+            assert_ne!(
+                o.name_any(),
+                "bad",
+                "this handler panics on the object named bad"
+            );
+            let _ = tx.send(format!("add {}", render(&o)));
+        }));
+        let (task_handler, mut task_rx) = recorder();
+        informer.add_handler(task_handler);
+        informer.start();
+        for (name, rv) in [("a", "2"), ("bad", "3"), ("c", "4")] {
+            events
+                .unbounded_send(Ok(WatchEvent::Added(cm(name, rv))))
+                .unwrap();
+        }
+        assert_eq!(recv(&mut rx, 2).await, vec!["add ns/a@2", "add ns/c@4"]);
+        assert_eq!(
+            recv(&mut task_rx, 3).await,
+            vec!["add ns/a@2", "add ns/bad@3", "add ns/c@4"]
+        );
+        assert_eq!(informer.store().len(), 3);
+        assert!(!informer.is_stopped());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn inline_handlers_added_while_events_flow_miss_and_repeat_nothing() {
+        let lw = FakeLw::new();
+        lw.list(Ok(list(vec![cm("a", "1")], "1", None)));
+        let events = live(&lw);
+        let informer = Arc::new(Informer::new(
+            Shared(lw.clone()),
+            ReflectorConfig::default().paged_list(),
+        ));
+        informer.start();
+        assert!(informer.wait_for_sync().await);
+        const LAST: u32 = 3000;
+        let producer = tokio::spawn(async move {
+            for rv in 2..=LAST {
+                events
+                    .unbounded_send(Ok(WatchEvent::Modified(cm("a", &rv.to_string()))))
+                    .unwrap();
+                if rv % 64 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            events
+        });
+        // Each handler, wherever it joins the stream, must see one add and then every
+        // later version exactly once.
+        let mut receivers = Vec::new();
+        for _ in 0..20 {
+            let (h, rx) = recorder();
+            informer.add_inline_handler(h);
+            receivers.push(rx);
+            tokio::task::yield_now().await;
+        }
+        let _events = producer.await.unwrap();
+        for mut rx in receivers {
+            let first = recv(&mut rx, 1).await.remove(0);
+            let start: u32 = first
+                .strip_prefix("add ns/a@")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("first event is not the add: {first}"));
+            for rv in start + 1..=LAST {
+                let got = recv(&mut rx, 1).await.remove(0);
+                assert_eq!(got, format!("update ns/a@{} -> ns/a@{rv}", rv - 1));
+            }
+        }
+        informer.shutdown().await;
     }
 
     /// A handler that blocks until released, recording what it saw.

@@ -77,6 +77,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::{self, Debug};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -616,6 +617,43 @@ enum WatchEnd {
 /// misbehaving server cannot make the reflector spin).
 const MIN_WATCH_DURATION: Duration = Duration::from_secs(1);
 
+/// A watch's idle timeout: one timer for the whole watch, re-armed only when it fires
+/// before the deadline has really passed, instead of a timer (and its registration with
+/// the runtime's timer wheel) per event.
+struct IdleDeadline {
+    idle: Duration,
+    last: Instant,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl IdleDeadline {
+    fn new(idle: Duration) -> Self {
+        let last = Instant::now();
+        Self {
+            idle,
+            last,
+            sleep: Box::pin(tokio::time::sleep_until(last + idle)),
+        }
+    }
+
+    /// Something arrived: the deadline is `idle` from now.
+    fn touch(&mut self) {
+        self.last = Instant::now();
+    }
+
+    /// Resolves once nothing has arrived for `idle`.
+    async fn expired(&mut self) {
+        loop {
+            self.sleep.as_mut().await;
+            let deadline = self.last + self.idle;
+            if Instant::now() >= deadline {
+                return;
+            }
+            self.sleep.as_mut().reset(deadline);
+        }
+    }
+}
+
 async fn tick(interval: &mut Option<Interval>) {
     match interval {
         Some(i) => {
@@ -891,13 +929,17 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
         };
         self.bump(|s| s.watches += 1);
         let mut objects: Vec<Arc<K>> = Vec::new();
+        let cancelled = self.cancel.cancelled();
+        tokio::pin!(cancelled);
+        let mut deadline = IdleDeadline::new(idle);
         loop {
             let next = tokio::select! {
                 biased;
-                () = self.cancel.cancelled() => return Listed::Stopped,
-                () = tokio::time::sleep(idle) => return Listed::Failed(Error::IdleTimeout(idle)),
+                () = &mut cancelled => return Listed::Stopped,
+                () = deadline.expired() => return Listed::Failed(Error::IdleTimeout(idle)),
                 next = stream.next() => next,
             };
+            deadline.touch();
             match next {
                 None => return Listed::Failed(Error::StreamingListIncomplete),
                 Some(Err(e)) => return Listed::Failed(Error::Watch(e)),
@@ -954,24 +996,26 @@ impl<K: Resource + Send + Sync + 'static> Runner<K> {
         resync: &mut Option<Interval>,
     ) -> (WatchEnd, u64) {
         let idle = self.config.effective_idle_timeout();
-        let mut deadline = Instant::now() + idle;
+        let mut deadline = IdleDeadline::new(idle);
+        let cancelled = self.cancel.cancelled();
+        tokio::pin!(cancelled);
         let mut items = 0u64;
         loop {
             let next = tokio::select! {
                 biased;
-                () = self.cancel.cancelled() => return (WatchEnd::Stopped, items),
+                () = &mut cancelled => return (WatchEnd::Stopped, items),
                 () = tick(resync) => {
                     if !sink.apply(&self.store, Change::Resync).await {
                         return (WatchEnd::Stopped, items);
                     }
                     continue;
                 }
-                () = tokio::time::sleep_until(deadline) => {
+                () = deadline.expired() => {
                     return (WatchEnd::Failed(Error::IdleTimeout(idle)), items);
                 }
                 next = stream.next() => next,
             };
-            deadline = Instant::now() + idle;
+            deadline.touch();
             let event = match next {
                 None => return (WatchEnd::Closed, items),
                 Some(Err(e)) => return (WatchEnd::Failed(Error::Watch(e)), items),
@@ -1404,6 +1448,22 @@ mod tests {
         assert_eq!(c.effective_idle_timeout(), Duration::from_millis(2100));
         let c = c.watch_timeout(Duration::from_secs(3600));
         assert_eq!(c.effective_idle_timeout(), Duration::from_secs(3630));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_deadline_moves_with_each_event() {
+        let start = Instant::now();
+        let mut deadline = IdleDeadline::new(Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        deadline.touch();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        deadline.touch();
+        // The timer first fires at 60 s, finds the last event 20 s old, and waits on.
+        deadline.expired().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(130));
+        // Once expired it stays expired until touched.
+        deadline.expired().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(130));
     }
 
     #[tokio::test(start_paused = true)]

@@ -283,6 +283,10 @@ where
 
     /// Also reconcile the primary objects `mapper` returns for every event of an `X`
     /// from `source` (for an update: for both the old and the new object).
+    ///
+    /// The mapper (like a [`Predicate`]) runs on the shared informer's own task
+    /// ([`Informer::add_inline_handler`](crate::informer::Informer::add_inline_handler)),
+    /// so it must be quick and must not block: read a lister, not the API server.
     #[must_use]
     pub fn watches<X>(
         mut self,

@@ -240,7 +240,10 @@ impl<X: Resource + Send + Sync + 'static> WatchOf<X> {
 
 impl<X: Resource + Send + Sync + 'static> Watch for WatchOf<X> {
     fn register(&self, queue: &Queue) -> Box<dyn FnOnce() + Send> {
-        let registration: HandlerRegistration = self.informer.add_handler(self.handler(queue));
+        // Predicates, mappers and `Queue::add` are quick and never block: they run on the
+        // informer's task, with no queue and task switch per event.
+        let registration: HandlerRegistration =
+            self.informer.add_inline_handler(self.handler(queue));
         let informer = self.informer.clone();
         Box::new(move || {
             informer.remove_handler(&registration);
