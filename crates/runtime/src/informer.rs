@@ -223,33 +223,26 @@ impl<K> Notification<K> {
 }
 
 impl<K> HandlerFuncs<K> {
-    /// Calls the closure for `delta` (nothing for a `Replaced` marker).
+    /// Calls the closure for `delta`, mapped as for a handler task (nothing for a
+    /// `Replaced` marker).
     fn call(&mut self, delta: &Delta<K>) {
-        match delta {
-            Delta::Added(o) => {
+        match Notification::from_delta(delta) {
+            Some(Notification::Add(o)) => {
                 if let Some(f) = &mut self.add {
-                    f(o.clone());
+                    f(o);
                 }
             }
-            Delta::Updated { old, new } => {
+            Some(Notification::Update(old, new)) => {
                 if let Some(f) = &mut self.update {
-                    f(old.clone(), new.clone());
+                    f(old, new);
                 }
             }
-            Delta::Sync(o) => {
-                if let Some(f) = &mut self.update {
-                    f(o.clone(), o.clone());
-                }
-            }
-            Delta::Deleted {
-                obj,
-                final_state_unknown,
-            } => {
+            Some(Notification::Delete(o, unknown)) => {
                 if let Some(f) = &mut self.delete {
-                    f(obj.clone(), *final_state_unknown);
+                    f(o, unknown);
                 }
             }
-            Delta::Replaced { .. } => {}
+            Some(Notification::Synced) | None => {}
         }
     }
 }
