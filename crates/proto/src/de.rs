@@ -136,11 +136,17 @@ impl<'de> Top<'de> {
             )));
         }
         let schema = schema()?;
+        // The type the envelope names, if any, must be protobuf (Go ignores it: its encoder
+        // never sets one); an encoding is refused rather than misread.
+        let content_type =
+            (u.content_type != crate::MEDIA_TYPE.as_bytes()).then_some(u.content_type);
         for (what, v) in [
-            ("content encoding", u.content_encoding),
-            ("content type", u.content_type),
+            ("content encoding", Some(u.content_encoding)),
+            ("content type", content_type),
         ] {
-            if !v.is_empty() {
+            if let Some(v) = v
+                && !v.is_empty()
+            {
                 return Err(Error::new(format!(
                     "unsupported {what} {:?} in runtime.Unknown",
                     String::from_utf8_lossy(v)
@@ -382,6 +388,17 @@ fn scan<'de>(
             field: fi as u32,
             data: d,
         });
+    }
+    // An absent inlined struct is Go's zero value: its fields' defaults still apply.
+    // (A present one left entries, its defaults at least, unless it has no defaults.)
+    for field in &msg.fields {
+        if field.flags & F_INLINE != 0
+            && let Type::Message(inner) = field.ty
+            && schema.messages[inner].special == Special::None
+            && !out.iter().any(|e| e.owner == inner as u32)
+        {
+            scan(schema, inner, &[], depth + 1, out).map_err(|e| e.at(&field.json))?;
+        }
     }
     let owner = idx as u32;
     for &fi in &msg.defaults {

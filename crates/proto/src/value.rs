@@ -38,22 +38,20 @@ fn decode_at(body: &[u8], depth: usize) -> Result<Value> {
     if kind.is_empty() {
         return Err(Error::new("the envelope names no kind"));
     }
-    let mut obj = if content_type.contains("json") {
-        serde_json::from_slice(raw)
-            .map_err(|e| Error::new(format!("the embedded JSON object is invalid: {e}")))?
-    } else if !content_type.is_empty() && !content_type.contains("protobuf") {
+    // Go's decoder reads `raw` as protobuf whatever `contentType` says (its encoder never
+    // sets one); a type that names anything else is refused rather than misread.
+    if !content_type.is_empty() && content_type != crate::MEDIA_TYPE {
         return Err(Error::new(format!(
             "unsupported embedded content type {content_type:?}"
         )));
-    } else {
-        match schema.target(&api_version, &kind) {
-            Some(Target::Message(idx)) => decode_message(schema, idx, raw, depth + 1)?,
-            Some(Target::List { item, meta }) => decode_list(schema, meta, item, raw, depth + 1)?,
-            None => {
-                return Err(Error::new(format!(
-                    "no protobuf schema for kind {kind:?} in {api_version:?}"
-                )));
-            }
+    }
+    let mut obj = match schema.target(&api_version, &kind) {
+        Some(Target::Message(idx)) => decode_message(schema, idx, raw, depth + 1)?,
+        Some(Target::List { item, meta }) => decode_list(schema, meta, item, raw, depth + 1)?,
+        None => {
+            return Err(Error::new(format!(
+                "no protobuf schema for kind {kind:?} in {api_version:?}"
+            )));
         }
     };
     if let Value::Object(m) = &mut obj {
@@ -200,6 +198,13 @@ pub(crate) fn decode_message(
                     && let Type::Scalar(s) = field.ty
                 {
                     obj.insert(field.json.clone(), s.zero());
+                }
+                // An absent inlined struct is Go's zero value: its defaults still apply.
+                if field.flags & F_INLINE != 0
+                    && let Type::Message(m) = field.ty
+                    && let Value::Object(inner) = decode_message(schema, m, &[], depth + 1)?
+                {
+                    obj.extend(inner);
                 }
                 continue;
             }
@@ -1166,6 +1171,13 @@ mod tests {
         let mut body = envelope("v1", "ConfigMap", &[]);
         ld(3, b"gzip", &mut body);
         assert!(err(&body).contains("content encoding"));
+        // Embedded JSON: Go reads `raw` as protobuf whatever the content type says.
+        let mut body = envelope("v1", "ConfigMap", br#"{"data":{"k":"v"}}"#);
+        ld(4, b"application/json", &mut body);
+        assert!(err(&body).contains("content type"));
+        let mut body = envelope("v1", "ConfigMap", &[]);
+        ld(4, crate::MEDIA_TYPE.as_bytes(), &mut body);
+        assert!(decode(&body).is_ok());
     }
 
     #[test]

@@ -212,6 +212,16 @@ fn malformed_bodies_are_errors_not_panics() {
     let cr = kubewright_proto::write::envelope("example.com/v1", "Widget", &[]);
     let err = kubewright_proto::from_slice::<Value>(&cr).unwrap_err();
     assert!(err.to_string().contains("Widget"), "{err}");
+    // The envelope may name protobuf as its content type, nothing else; both decoders agree.
+    let mut typed = kubewright_proto::write::envelope("v1", "ConfigMap", &[]);
+    kubewright_proto::write::ld(4, kubewright_proto::MEDIA_TYPE.as_bytes(), &mut typed);
+    assert!(kubewright_proto::from_slice::<ConfigMap>(&typed).is_ok());
+    assert!(kubewright_proto::decode(&typed).is_ok());
+    let mut json = kubewright_proto::write::envelope("v1", "ConfigMap", br#"{"data":{}}"#);
+    kubewright_proto::write::ld(4, b"application/json", &mut json);
+    let err = kubewright_proto::from_slice::<ConfigMap>(&json).unwrap_err();
+    assert!(err.to_string().contains("content type"), "{err}");
+    assert!(kubewright_proto::decode(&json).is_err());
 }
 
 #[test]
@@ -278,6 +288,29 @@ fn a_message_written_twice_is_merged() {
     // The metadata alone merges the same way.
     let meta: ObjectMeta = kubewright_proto::metadata_from_raw("v1", "ConfigMap", &raw).unwrap();
     assert_eq!(meta, cm.metadata);
+}
+
+#[test]
+fn an_absent_inlined_struct_is_its_zero_value() {
+    use kubewright_proto::write::{envelope, ld};
+    // Pod{spec = 2: {containers = 2: {name = 1: "c"}, ephemeralContainers = 34: {}}}: the
+    // ephemeral container has no EphemeralContainerCommon (field 1), which Go reads as
+    // the zero struct, so its required `name` is "" (found by fuzzing: the encoder
+    // always writes the inlined struct, and the round trip must agree).
+    let mut container = Vec::new();
+    ld(1, b"c", &mut container);
+    let mut spec = Vec::new();
+    ld(2, &container, &mut spec);
+    ld(34, &[], &mut spec);
+    let mut raw = Vec::new();
+    ld(2, &spec, &mut raw);
+    let body = envelope("v1", "Pod", &raw);
+    let value = kubewright_proto::decode(&body).unwrap();
+    assert_eq!(value["spec"]["ephemeralContainers"], json!([{"name": ""}]));
+    same::<Pod>(&body);
+    // And it survives a round trip through the encoder unchanged.
+    let again = kubewright_proto::encode(&value).unwrap();
+    assert_eq!(kubewright_proto::decode(&again).unwrap(), value);
 }
 
 #[test]
