@@ -368,7 +368,8 @@ async fn start(
         Variant::Kubewright
         | Variant::KubewrightKeep
         | Variant::KubewrightJson
-        | Variant::KubewrightInline => start_kubewright(args, counter, timeout).await,
+        | Variant::KubewrightInline
+        | Variant::KubewrightThread => start_kubewright(args, counter, timeout).await,
         Variant::KubewrightLean => start_lean(args, counter, timeout).await,
         Variant::KubeRs | Variant::KubeRsStrip | Variant::KubeRsStreaming => {
             start_kube_rs(args, counter, timeout).await
@@ -420,6 +421,11 @@ async fn start_kubewright(
         .strip_managed_fields(args.variant != Variant::KubewrightKeep);
     if args.variant == Variant::KubewrightJson {
         factory = factory.content_type(kubewright_client::ContentType::Json);
+    }
+    if args.variant == Variant::KubewrightThread {
+        factory = factory
+            .dedicated_thread()
+            .map_err(|e| BenchError::Child(format!("informer thread: {e}")))?;
     }
     let informer = factory.informer::<Pod>(InformerParams::default().namespace(&args.namespace));
     let inline = args.variant == Variant::KubewrightInline;

@@ -91,6 +91,9 @@ pub enum Variant {
     /// (`Informer::add_inline_handler`, as a controller's handlers run) instead of a
     /// handler in its own task.
     KubewrightInline,
+    /// The default informer from a factory on a dedicated thread
+    /// (`SharedInformerFactory::dedicated_thread`), counting with a handler task.
+    KubewrightThread,
     /// kube-rs `watcher` + `reflector`, default settings.
     KubeRs,
     /// The same with `.modify()` removing `managedFields` before the reflector.
@@ -108,12 +111,13 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant: the default ones, then the metadata-only ones (run when named).
-    pub const ALL: [Variant; 11] = [
+    pub const ALL: [Variant; 12] = [
         Variant::Kubewright,
         Variant::KubewrightKeep,
         Variant::KubewrightJson,
         Variant::KubewrightLean,
         Variant::KubewrightInline,
+        Variant::KubewrightThread,
         Variant::KubeRs,
         Variant::KubeRsStrip,
         Variant::KubeRsStreaming,
@@ -123,7 +127,7 @@ impl Variant {
     ];
 
     /// The variants run by default, in table order: all but the metadata-only ones.
-    pub const DEFAULT: &'static [Variant] = Self::ALL.split_at(8).0;
+    pub const DEFAULT: &'static [Variant] = Self::ALL.split_at(9).0;
 
     /// The name used on the command line and in the table.
     pub fn name(self) -> &'static str {
@@ -133,6 +137,7 @@ impl Variant {
             Variant::KubewrightJson => "kubewright+json",
             Variant::KubewrightLean => "kubewright+lean",
             Variant::KubewrightInline => "kubewright+inline",
+            Variant::KubewrightThread => "kubewright+thread",
             Variant::KubeRs => "kube-rs",
             Variant::KubeRsStrip => "kube-rs+strip",
             Variant::KubeRsStreaming => "kube-rs+streaming",
@@ -168,7 +173,8 @@ impl Variant {
             Variant::Kubewright
             | Variant::KubewrightJson
             | Variant::KubewrightLean
-            | Variant::KubewrightInline => Some(Variant::KubeRsStrip),
+            | Variant::KubewrightInline
+            | Variant::KubewrightThread => Some(Variant::KubeRsStrip),
             Variant::KubewrightKeep => Some(Variant::KubeRs),
             Variant::KubewrightMetadata | Variant::KubewrightMetadataJson => {
                 Some(Variant::KubeRsMetadata)
@@ -365,8 +371,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub events: Option<usize>,
     /// Library variants, comma-separated: kubewright, kubewright+managedFields,
-    /// kubewright+json, kubewright+lean, kubewright+inline, kube-rs, kube-rs+strip,
-    /// kube-rs+streaming [default: these eight], and the metadata-only kubewright+metadata,
+    /// kubewright+json, kubewright+lean, kubewright+inline, kubewright+thread, kube-rs,
+    /// kube-rs+strip, kube-rs+streaming [default: these nine], and the metadata-only kubewright+metadata,
     /// kubewright+metadata+json and kube-rs+metadata (live and cluster modes).
     #[arg(long, value_delimiter = ',')]
     pub libs: Vec<String>,

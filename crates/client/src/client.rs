@@ -310,6 +310,20 @@ impl Client {
         self.rebuild(|i| i.observer = Some(observer))
     }
 
+    /// A clone with connection pools of its own (same server, credentials, headers and
+    /// QPS/Burst limiter). A connection's task runs on the Tokio runtime that opened it:
+    /// a component that runs on a runtime of its own (as a
+    /// `SharedInformerFactory` with a dedicated thread does) keeps its connections
+    /// there, instead of sharing, say, an HTTP/2 connection whose task runs elsewhere.
+    #[must_use]
+    pub fn with_own_connections(&self) -> Self {
+        let http = Arc::new(Http::new(
+            self.inner.http.connector.clone(),
+            self.inner.http.upgrade_connector.clone(),
+        ));
+        self.clone().rebuild(|i| i.http = http)
+    }
+
     fn rebuild(self, change: impl FnOnce(&mut Inner)) -> Self {
         let i = &self.inner;
         let mut inner = Inner {

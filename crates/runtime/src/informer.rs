@@ -571,6 +571,8 @@ pub struct Informer<K> {
     task: Mutex<Option<JoinHandle<()>>>,
     started: AtomicBool,
     description: String,
+    /// The runtime its tasks run on (a factory's dedicated thread), else the caller's.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl<K> fmt::Debug for Informer<K> {
@@ -623,6 +625,7 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
             task: Mutex::new(None),
             started: AtomicBool::new(false),
             description,
+            runtime: None,
         }
     }
 
@@ -662,6 +665,23 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
         self.shared.store.add_indexer(name, f)
     }
 
+    /// Runs the informer's tasks on `runtime` instead of the caller's (a factory's
+    /// dedicated thread).
+    pub(crate) fn with_runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    fn spawn<F>(&self, task: F) -> JoinHandle<()>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match &self.runtime {
+            Some(rt) => rt.spawn(task),
+            None => tokio::spawn(task),
+        }
+    }
+
     /// Starts the reflector task (list, then watch). Idempotent; does nothing once the
     /// informer was stopped. Must be called from within a Tokio runtime.
     pub fn start(&self) {
@@ -677,7 +697,7 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
             cancel: self.cancel.clone(),
         };
         let shared = self.shared.clone();
-        let handle = tokio::spawn(async move {
+        let handle = self.spawn(async move {
             runner.run(InformerSink::new(shared.clone())).await;
             shared.close();
         });
@@ -774,7 +794,7 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
             }
             id
         };
-        tokio::spawn(run_handler(
+        self.spawn(run_handler(
             handler,
             rx,
             synced.clone(),

@@ -741,6 +741,99 @@ async fn factory_shares_one_informer_and_one_watch() {
 }
 
 #[tokio::test]
+async fn a_factory_on_a_dedicated_thread_runs_its_informers_and_handlers_there() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let run = unique();
+    let selector = format!("{LABEL}={run}");
+    let names: Vec<String> = (0..3).map(|i| format!("d{i}")).collect();
+    create_all(&api, &names, &[(LABEL, &run)]).await;
+
+    let factory = SharedInformerFactory::new(env.client())
+        .dedicated_thread()
+        .unwrap();
+    let informer =
+        factory.informer::<ConfigMap>(InformerParams::default().namespace(&ns).labels(&selector));
+    // Where each handler runs: an inline handler and a handler task.
+    type Seen = mpsc::UnboundedSender<(&'static str, String, String)>;
+    fn here(kind: &'static str, tx: Seen) -> HandlerFuncs<ConfigMap> {
+        let report = move |tx: &Seen, what: String| {
+            let thread = std::thread::current()
+                .name()
+                .unwrap_or_default()
+                .to_string();
+            let _ = tx.send((kind, what, thread));
+        };
+        let t2 = tx.clone();
+        HandlerFuncs::new()
+            .on_add(move |o: Arc<ConfigMap>| report(&tx, o.name_any()))
+            .on_update(move |_, o: Arc<ConfigMap>| report(&t2, format!("{} updated", o.name_any())))
+    }
+    let (threads_tx, mut threads) = mpsc::unbounded_channel();
+    informer.add_inline_handler(here("inline", threads_tx.clone()));
+    informer.add_handler(here("task", threads_tx.clone()));
+    let (h, mut events) = recorder();
+    informer.add_handler(h);
+    let runtime = Arc::new(std::sync::Mutex::new(None));
+    let rt = runtime.clone();
+    informer.add_inline_handler(HandlerFuncs::new().on_add(move |_| {
+        *rt.lock().unwrap() = Some(tokio::runtime::Handle::current());
+    }));
+    factory.start();
+    factory
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        recv_until(&mut events, Duration::from_secs(10), |s| s.len() == 3)
+            .await
+            .len(),
+        3
+    );
+    set_v(&api, "d1", "changed").await;
+    recv_until(
+        &mut events,
+        Duration::from_secs(10),
+        |s| matches!(s.last(), Some(Ev::Update { name, .. }) if name == "d1"),
+    )
+    .await;
+    // Three adds and one update, from each handler, all on the informers' thread.
+    let mut seen = BTreeSet::new();
+    while seen.len() < 8 {
+        let (kind, name, thread) = tokio::time::timeout(Duration::from_secs(10), threads.recv())
+            .await
+            .unwrap_or_else(|_| panic!("timed out; saw {seen:?}"))
+            .unwrap();
+        assert_eq!(thread, "kubewright-informers", "{kind} handler for {name}");
+        seen.insert((kind, name));
+    }
+    assert!(seen.contains(&("inline", "d1 updated".to_string())));
+    assert!(seen.contains(&("task", "d1 updated".to_string())));
+
+    // Shutting down stops the informer and ends the thread's runtime: a task spawned
+    // on it afterwards is cancelled at once.
+    factory.shutdown().await;
+    assert!(informer.is_stopped());
+    let handle = runtime.lock().unwrap().clone().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let spawned = handle.spawn(std::future::ready(()));
+        if tokio::time::timeout(Duration::from_secs(1), spawned)
+            .await
+            .is_ok_and(|r| r.is_err_and(|e| e.is_cancelled()))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the informers' runtime still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
 async fn streaming_list_metadata_and_dynamic_informers() {
     let env = TestEnv::start().await;
     let ns = env.namespace().await;
