@@ -391,9 +391,9 @@ fn scan<'de>(
     }
     // An absent inlined struct is Go's zero value: its fields' defaults still apply.
     // (A present one left entries, its defaults at least, unless it has no defaults.)
-    for field in &msg.fields {
-        if field.flags & F_INLINE != 0
-            && let Type::Message(inner) = field.ty
+    for &fi in &msg.inlined {
+        let field = &msg.fields[fi];
+        if let Type::Message(inner) = field.ty
             && schema.messages[inner].special == Special::None
             && !out.iter().any(|e| e.owner == inner as u32)
         {

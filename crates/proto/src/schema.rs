@@ -126,6 +126,8 @@ pub(crate) struct Message {
     /// Indices of the non-pointer scalars Go's JSON always writes (read as their zero
     /// value when absent from the wire).
     pub(crate) defaults: Vec<usize>,
+    /// Indices of the inlined (embedded Go struct) message fields.
+    pub(crate) inlined: Vec<usize>,
     /// Field index + 1 by field number, for numbers below its length (0: no such field).
     pub(crate) by_number: Box<[u16]>,
 }
@@ -266,6 +268,14 @@ impl Schema {
                 })
                 .map(|(i, _)| i)
                 .collect();
+            let inlined = fields
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| {
+                    f.flags & crate::F_INLINE != 0 && matches!(f.ty, Type::Message(_))
+                })
+                .map(|(i, _)| i)
+                .collect();
             // A direct table for the usual small numbers (a binary search above them).
             let mut by_number = vec![0u16; 64];
             for (i, f) in fields.iter().enumerate() {
@@ -279,6 +289,7 @@ impl Schema {
                 special,
                 fields,
                 defaults,
+                inlined,
                 by_number: by_number.into(),
             });
         }

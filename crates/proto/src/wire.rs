@@ -78,20 +78,27 @@ impl<'a> Reader<'a> {
     /// The next field's number and wire type, or None at the end.
     #[inline]
     pub(crate) fn key(&mut self) -> Result<Option<(u32, u8)>> {
-        let Some(&b) = self.buf.get(self.pos) else {
-            return Ok(None);
+        // Both paths yield one packed `num << 3 | wire` word: a (u32, u8) pair merged
+        // from the two paths went through the stack as two stores and one wider load,
+        // which the CPU cannot forward (it stalled the decoder's hottest loop).
+        let k = match self.buf.get(self.pos) {
+            None => return Ok(None),
+            // A one-byte key: fields 1..=15.
+            Some(&b) if (8..0x80).contains(&b) && matches!(b & 7, 0 | 1 | 2 | 5) => {
+                self.pos += 1;
+                u32::from(b)
+            }
+            Some(_) => self.key_slow()?,
         };
-        // A one-byte key: fields 1..=15.
-        if (8..0x80).contains(&b) && matches!(b & 7, 0 | 1 | 2 | 5) {
-            self.pos += 1;
-            return Ok(Some((u32::from(b >> 3), b & 7)));
-        }
-        self.key_slow()
+        Ok(Some((k >> 3, (k & 7) as u8)))
     }
 
-    fn key_slow(&mut self) -> Result<Option<(u32, u8)>> {
+    /// A key longer than one byte, checked, as `num << 3 | wire`.
+    #[cold]
+    #[inline(never)]
+    fn key_slow(&mut self) -> Result<u32> {
         let k = self.varint()?;
-        let wire = (k & 7) as u8;
+        let wire = k & 7;
         let num = k >> 3;
         if num == 0 || num > (1 << 29) - 1 {
             return Err(Error::new(format!("invalid field number {num}")));
@@ -101,7 +108,7 @@ impl<'a> Reader<'a> {
                 "unsupported wire type {wire} for field {num}"
             )));
         }
-        Ok(Some((num as u32, wire)))
+        Ok(k as u32)
     }
 
     pub(crate) fn skip(&mut self, wire: u8) -> Result<()> {
