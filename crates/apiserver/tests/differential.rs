@@ -58,5 +58,6 @@ scenarios!(
     finalizers,
     misc_errors,
     metadata_protobuf,
+    builtin_protobuf,
     quantities,
 );

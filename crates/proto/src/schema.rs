@@ -271,9 +271,7 @@ impl Schema {
             let inlined = fields
                 .iter()
                 .enumerate()
-                .filter(|(_, f)| {
-                    f.flags & crate::F_INLINE != 0 && matches!(f.ty, Type::Message(_))
-                })
+                .filter(|(_, f)| f.flags & crate::F_INLINE != 0 && matches!(f.ty, Type::Message(_)))
                 .map(|(i, _)| i)
                 .collect();
             // A direct table for the usual small numbers (a binary search above them).

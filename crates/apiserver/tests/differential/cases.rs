@@ -4,7 +4,7 @@
 //! in their names so that runs never collide; they are deleted by the scenario's last
 //! steps. Differences that are known and accepted are listed with `.ignore(path, why)`.
 
-use super::harness::{Auth, Scenario, delete, get, patch, post, put};
+use super::harness::{Auth, Scenario, Step, delete, get, patch, post, put};
 use serde_json::{Value, json};
 
 const MERGE: &str = "application/merge-patch+json";
@@ -819,6 +819,75 @@ pub fn pod() -> Scenario {
             .ignore("body.spec.volumes", SA_VOLUME)
             .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME)
             .ignore("body.status", "the recording cluster's scheduler reports the pod unschedulable"),
+        ],
+    }
+}
+
+const PB: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+/// Built-in kinds answered in protobuf, as the client's informers ask for them: writes,
+/// an object, a list and a watch of a pod (defaults and all), a Secret, RBAC objects;
+/// compared as the JSON they decode to.
+pub fn builtin_protobuf() -> Scenario {
+    let pods = "/api/v1/namespaces/{ns}/pods";
+    let pod_ignores = |step: Step| {
+        step.ignore("body.spec.volumes", SA_VOLUME)
+            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME)
+            .ignore(
+                "body.status",
+                "the recording cluster's scheduler reports the pod unschedulable",
+            )
+    };
+    Scenario {
+        name: "builtin_protobuf",
+        steps: vec![
+            pod_ignores(
+                post(
+                    "create-pod",
+                    pods,
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "c", "image": "nginx:1.25", "ports": [{"containerPort": 80}],
+                            "env": [{"name": "A", "value": "1"}],
+                            "readinessProbe": {"httpGet": {"path": "/", "port": 80}},
+                            "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}],
+                            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]}}),
+                )
+                .header("Accept", PB),
+            ),
+            pod_ignores(get("get-pod", &format!("{pods}/web")).header("Accept", PB)),
+            get("list-pods", &format!("{pods}?labelSelector=app%3Dweb"))
+                .header("Accept", PB)
+                .ignore("body.items[name=web].spec.volumes", SA_VOLUME)
+                .ignore("body.items[name=web].spec.containers[name=c].volumeMounts", SA_VOLUME)
+                .ignore("body.items[name=web].status", "the recording cluster's scheduler reports the pod unschedulable"),
+            get("watch-pods", &format!("{pods}?watch=1&timeoutSeconds=1&labelSelector=app%3Dweb"))
+                .header("Accept", PB)
+                .stream()
+                .ignore("body[0].object.spec.volumes", SA_VOLUME)
+                .ignore("body[0].object.spec.containers[name=c].volumeMounts", SA_VOLUME)
+                .ignore("body[0].object.status", "the recording cluster's scheduler reports the pod unschedulable"),
+            post(
+                "create-secret",
+                "/api/v1/namespaces/{ns}/secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": "Opaque", "stringData": {"a": "b"}, "data": {"c": "ZA=="}}),
+            )
+            .header("Accept", PB),
+            post(
+                "create-role",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"},
+                    "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}),
+            )
+            .header("Accept", PB),
+            post(
+                "create-rolebinding",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+                    "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]}),
+            )
+            .header("Accept", PB),
+            get("get-missing", &format!("{pods}/nope")).header("Accept", PB),
         ],
     }
 }
