@@ -213,7 +213,9 @@ impl SharedInformerFactory {
     /// (docs/performance.md). The price is parallelism: every informer of the factory
     /// decodes on that one thread, so a factory with several large informers syncs them
     /// one after another, and a handler that computes for long delays them all. Use
-    /// several factories to spread informers over threads. Off by default. Call it
+    /// several factories to spread informers over threads. The thread's runtime has a
+    /// clock of its own, which a test's paused Tokio clock does not pause. Off by
+    /// default. Call it
     /// before creating informers (informers created earlier keep the caller's runtime);
     /// the thread ends when the factory is dropped or [`shutdown`](Self::shutdown).
     ///
