@@ -159,10 +159,28 @@ impl InformerThread {
             .build()?;
         let handle = runtime.handle().clone();
         let until = stop.clone();
+        let mut owned = OwnedRuntime(Some(runtime));
         std::thread::Builder::new()
             .name("kubewright-informers".into())
-            .spawn(move || runtime.block_on(until.cancelled()))?;
+            .spawn(move || {
+                if let Some(runtime) = owned.0.take() {
+                    runtime.block_on(until.cancelled());
+                }
+            })?;
         Ok(Self { handle, stop })
+    }
+}
+
+/// The runtime on its way to its thread. If the thread cannot be created, the runtime
+/// is dropped where `dedicated_thread` was called, perhaps in async code, where
+/// dropping a runtime the usual way (waiting for its tasks) would panic.
+struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
