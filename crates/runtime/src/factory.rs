@@ -471,3 +471,39 @@ impl SharedInformerFactory {
 fn gvr_key(group: &str, version: &str, plural: &str) -> String {
     format!("{group}/{version}/{plural}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_runtime_that_never_reached_its_thread_drops_in_async_code() {
+        // What happens when the thread cannot be created: the closure, and the runtime
+        // in it, are dropped here. A plain `Runtime` drop would panic in async code.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"));
+        let handle = runtime.handle().clone();
+        let task = handle.spawn(std::future::pending::<()>());
+        drop(OwnedRuntime(Some(runtime)));
+        assert!(task.await.is_err_and(|e| e.is_cancelled()));
+    }
+
+    #[tokio::test]
+    async fn a_dedicated_thread_ends_with_its_factory() {
+        let thread = InformerThread::spawn().unwrap_or_else(|e| panic!("thread: {e}"));
+        let handle = thread.handle.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        handle.spawn(async move {
+            let _ = tx.send(std::thread::current().name().map(str::to_owned));
+        });
+        assert_eq!(
+            rx.await.ok().flatten().as_deref(),
+            Some("kubewright-informers")
+        );
+        let parked = handle.spawn(std::future::pending::<()>());
+        drop(thread);
+        assert!(parked.await.is_err_and(|e| e.is_cancelled()));
+    }
+}
