@@ -25,7 +25,7 @@ use kubewright_testing::TestEnv;
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1028,6 +1028,84 @@ async fn predicates_filter_events() {
         .await;
     assert_eq!(count(&all, "a", &ReconcileResult::Success), 1, "{all:#?}");
     stop(token, handle).await;
+}
+
+/// A controller over a factory on a dedicated thread: its predicate runs there, with the
+/// watch, and its reconciler on the caller's runtime.
+#[tokio::test]
+async fn a_controller_over_a_dedicated_informer_thread() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let label = run_label(&env);
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let factory = Arc::new(
+        SharedInformerFactory::new(env.client())
+            .dedicated_thread()
+            .unwrap(),
+    );
+    let predicate_threads = Arc::new(Mutex::new(BTreeSet::new()));
+    let seen = predicate_threads.clone();
+    let reports = Reports::new();
+    let controller = Controller::<ConfigMap>::new(
+        &factory,
+        Source::new(
+            InformerParams::default()
+                .namespace(&ns)
+                .labels(&selector(&label)),
+        )
+        .predicate(Predicate::new(move |_old, _new| {
+            let name = std::thread::current().name().unwrap_or_default().to_owned();
+            seen.lock().unwrap().insert(name);
+            true
+        })),
+    )
+    .on_result(reports.observer());
+    let reconcile_threads = Arc::new(Mutex::new(BTreeSet::new()));
+    let seen = reconcile_threads.clone();
+    let reconcile = move |_cm: Arc<ConfigMap>, _: Arc<()>| {
+        let name = std::thread::current().name().unwrap_or_default().to_owned();
+        seen.lock().unwrap().insert(name);
+        async { Ok::<_, String>(Action::await_change()) }
+    };
+    let (token, handle) = spawn(controller, reconcile, Arc::new(()));
+    api.create(
+        &PostParams::default(),
+        &configmap("a", &label, &[("v", "1")]),
+    )
+    .await
+    .unwrap();
+    reports
+        .wait("a reconciled", |r| {
+            count(r, "a", &ReconcileResult::Success) == 1
+        })
+        .await;
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .unwrap();
+    reports
+        .wait("a reconciled again", |r| {
+            count(r, "a", &ReconcileResult::Success) == 2
+        })
+        .await;
+    stop(token, handle).await;
+    factory.shutdown().await;
+    let predicate_threads = predicate_threads.lock().unwrap().clone();
+    assert_eq!(
+        predicate_threads,
+        BTreeSet::from(["kubewright-informers".to_owned()])
+    );
+    assert!(
+        !reconcile_threads
+            .lock()
+            .unwrap()
+            .contains("kubewright-informers"),
+        "{:?}",
+        reconcile_threads.lock().unwrap()
+    );
 }
 
 /// `watches` maps events of another resource to primary keys, and `on_missing` is
