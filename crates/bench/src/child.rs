@@ -369,7 +369,7 @@ async fn start(
         | Variant::KubewrightKeep
         | Variant::KubewrightJson
         | Variant::KubewrightInline
-        | Variant::KubewrightThread => start_kubewright(args, counter, timeout).await,
+        | Variant::KubewrightCaller => start_kubewright(args, counter, timeout).await,
         Variant::KubewrightLean => start_lean(args, counter, timeout).await,
         Variant::KubeRs | Variant::KubeRsStrip | Variant::KubeRsStreaming => {
             start_kube_rs(args, counter, timeout).await
@@ -422,10 +422,8 @@ async fn start_kubewright(
     if args.variant == Variant::KubewrightJson {
         factory = factory.content_type(kubewright_client::ContentType::Json);
     }
-    if args.variant == Variant::KubewrightThread {
-        factory = factory
-            .dedicated_thread()
-            .map_err(|e| BenchError::Child(format!("informer thread: {e}")))?;
+    if args.variant == Variant::KubewrightCaller {
+        factory = factory.threads(kubewright_runtime::InformerThreads::Caller);
     }
     let informer = factory.informer::<Pod>(InformerParams::default().namespace(&args.namespace));
     let inline = args.variant == Variant::KubewrightInline;

@@ -91,9 +91,10 @@ pub enum Variant {
     /// (`Informer::add_inline_handler`, as a controller's handlers run) instead of a
     /// handler in its own task.
     KubewrightInline,
-    /// The default informer from a factory on a dedicated thread
-    /// (`SharedInformerFactory::dedicated_thread`), counting with a handler task.
-    KubewrightThread,
+    /// The default informer with the factory's informers on the caller's runtime
+    /// (`InformerThreads::Caller`) rather than on threads of the factory's own, counting
+    /// with a handler task.
+    KubewrightCaller,
     /// kube-rs `watcher` + `reflector`, default settings.
     KubeRs,
     /// The same with `.modify()` removing `managedFields` before the reflector.
@@ -117,7 +118,7 @@ impl Variant {
         Variant::KubewrightJson,
         Variant::KubewrightLean,
         Variant::KubewrightInline,
-        Variant::KubewrightThread,
+        Variant::KubewrightCaller,
         Variant::KubeRs,
         Variant::KubeRsStrip,
         Variant::KubeRsStreaming,
@@ -137,7 +138,7 @@ impl Variant {
             Variant::KubewrightJson => "kubewright+json",
             Variant::KubewrightLean => "kubewright+lean",
             Variant::KubewrightInline => "kubewright+inline",
-            Variant::KubewrightThread => "kubewright+thread",
+            Variant::KubewrightCaller => "kubewright+caller-runtime",
             Variant::KubeRs => "kube-rs",
             Variant::KubeRsStrip => "kube-rs+strip",
             Variant::KubeRsStreaming => "kube-rs+streaming",
@@ -174,7 +175,7 @@ impl Variant {
             | Variant::KubewrightJson
             | Variant::KubewrightLean
             | Variant::KubewrightInline
-            | Variant::KubewrightThread => Some(Variant::KubeRsStrip),
+            | Variant::KubewrightCaller => Some(Variant::KubeRsStrip),
             Variant::KubewrightKeep => Some(Variant::KubeRs),
             Variant::KubewrightMetadata | Variant::KubewrightMetadataJson => {
                 Some(Variant::KubeRsMetadata)
@@ -371,7 +372,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub events: Option<usize>,
     /// Library variants, comma-separated: kubewright, kubewright+managedFields,
-    /// kubewright+json, kubewright+lean, kubewright+inline, kubewright+thread, kube-rs,
+    /// kubewright+json, kubewright+lean, kubewright+inline, kubewright+caller-runtime, kube-rs,
     /// kube-rs+strip, kube-rs+streaming [default: these nine], and the metadata-only kubewright+metadata,
     /// kubewright+metadata+json and kube-rs+metadata (live and cluster modes).
     #[arg(long, value_delimiter = ',')]

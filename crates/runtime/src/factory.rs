@@ -11,6 +11,11 @@
 //! [`SharedInformerFactory::strip_managed_fields`]`(false)` to keep it. Writes are
 //! unaffected: an update without managedFields leaves the server's records as they are.
 //!
+//! Where the informers run is [`InformerThreads`]: by default, when the factory is used
+//! from a multi-thread Tokio runtime, on threads of the factory's own (one per core at
+//! most, each informer wholly on one of them), so that a watch event never crosses
+//! threads between the connection, the store and the handlers.
+//!
 //! ```no_run
 //! # async fn run(client: kubewright_client::Client) {
 //! use std::time::Duration;
@@ -38,6 +43,7 @@ use serde::de::DeserializeOwned;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::{self, Debug};
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -131,6 +137,42 @@ pub struct CacheSyncError {
     pub timeout: Duration,
 }
 
+/// Where a factory's informers run: their list and watch, their connections, store
+/// updates and handlers (inline ones and [`Informer::add_handler`] tasks).
+///
+/// A watch event that crosses threads between the connection, the informer and a
+/// handler task costs more than its decoding: on a 2-core machine `kw bench`'s replay
+/// measured 100–113 µs of CPU per pod event on the caller's multi-thread runtime and
+/// 40–44 µs with each informer wholly on one thread, whose memory also stayed flat
+/// while events streamed (docs/performance.md). Hence the default, [`Auto`](Self::Auto).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InformerThreads {
+    /// [`Dedicated`](Self::Dedicated) with one thread per core
+    /// ([`std::thread::available_parallelism`]) when an informer is created in a
+    /// multi-thread Tokio runtime or outside any runtime; [`Caller`](Self::Caller)
+    /// when it is created in a current-thread runtime (`#[tokio::test]`), which runs
+    /// everything on one thread already and may have a paused clock.
+    #[default]
+    Auto,
+    /// The runtime the informers are started from.
+    Caller,
+    /// Up to this many threads of the factory's own, each a single-threaded Tokio
+    /// runtime with its own connections to the server
+    /// ([`Client::with_own_connections`]). Each informer runs wholly on one of them;
+    /// informers are dealt to the threads in turn, a new thread for each until there
+    /// are this many.
+    ///
+    /// The threads end when the factory is dropped or [shut
+    /// down](SharedInformerFactory::shutdown), with any task still on them (tasks a
+    /// handler spawned too). The threads' runtimes have clocks of their own (a test's
+    /// paused clock does not pause them) and are single-threaded: a handler must not
+    /// block, and cannot use `tokio::task::block_in_place`. Informers that share a
+    /// thread decode one after another, and a handler that computes for long delays
+    /// its thread's other informers. If a thread cannot be created, its informers run
+    /// on the caller's runtime (logged as a warning).
+    Dedicated(NonZeroUsize),
+}
+
 /// Hands out shared informers; see the [module docs](self).
 pub struct SharedInformerFactory {
     client: Client,
@@ -140,19 +182,30 @@ pub struct SharedInformerFactory {
     informers: Mutex<HashMap<InformerKey, Entry>>,
     started: AtomicBool,
     cancel: CancellationToken,
-    thread: Option<InformerThread>,
+    threads: InformerThreads,
+    /// The factory's informer threads, created as informers need them.
+    pool: Mutex<Pool>,
 }
 
-/// A thread with a single-threaded Tokio runtime of its own, which a factory's informers
-/// (their reflectors, connections and handler tasks) run on. It ends when the factory is
-/// dropped or shut down; the tasks still on it are dropped then.
+#[derive(Default)]
+struct Pool {
+    threads: Vec<InformerThread>,
+    /// Informers placed on the threads so far (the next one goes to `placed % max`).
+    placed: usize,
+}
+
+/// A thread with a single-threaded Tokio runtime of its own, which some of a factory's
+/// informers (their reflectors, connections and handler tasks) run on, with a client of
+/// its own connections. It ends when the factory is dropped or shut down; the tasks
+/// still on it are dropped then.
 struct InformerThread {
     handle: tokio::runtime::Handle,
+    client: Client,
     stop: CancellationToken,
 }
 
 impl InformerThread {
-    fn spawn() -> std::io::Result<Self> {
+    fn spawn(client: &Client) -> std::io::Result<Self> {
         let stop = CancellationToken::new();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -167,12 +220,16 @@ impl InformerThread {
                     runtime.block_on(until.cancelled());
                 }
             })?;
-        Ok(Self { handle, stop })
+        Ok(Self {
+            handle,
+            client: client.with_own_connections(),
+            stop,
+        })
     }
 }
 
 /// The runtime on its way to its thread. If the thread cannot be created, the runtime
-/// is dropped where `dedicated_thread` was called, perhaps in async code, where
+/// is dropped where the informer was created, perhaps in async code, where
 /// dropping a runtime the usual way (waiting for its tasks) would panic.
 struct OwnedRuntime(Option<tokio::runtime::Runtime>);
 
@@ -217,36 +274,55 @@ impl SharedInformerFactory {
             informers: Mutex::new(HashMap::new()),
             started: AtomicBool::new(false),
             cancel: CancellationToken::new(),
-            thread: None,
+            threads: InformerThreads::Auto,
+            pool: Mutex::new(Pool::default()),
         }
     }
 
-    /// Runs this factory's informers on a thread of their own: a single-threaded Tokio
-    /// runtime with its own connections to the server
-    /// ([`Client::with_own_connections`]), on which each informer's list and watch, its
-    /// store updates and its handlers (inline and [`Informer::add_handler`] tasks) run.
+    /// Where informers created from now on run ([`InformerThreads::Auto`] by default).
     ///
-    /// A watch event then never crosses threads between the connection, the informer and
-    /// a handler task. On a 2-core machine the CPU per event fell from 113 to 44 µs in
-    /// `kw bench`'s replay, and from 255 to 230 µs against a real kube-apiserver over TLS
-    /// (docs/performance.md). The price is parallelism: every informer of the factory
-    /// decodes on that one thread, so a factory with several large informers syncs them
-    /// one after another, and a handler that computes for long delays them all. Use
-    /// several factories to spread informers over threads. The thread's runtime has a
-    /// clock of its own, which a test's paused Tokio clock does not pause.
-    ///
-    /// Off by default. Call it before creating informers (informers created earlier keep
-    /// the caller's runtime); the thread ends when the factory is dropped or
-    /// [`shutdown`](Self::shutdown).
-    ///
-    /// # Errors
-    /// The operating system refused to create the thread or the runtime's I/O driver.
-    pub fn dedicated_thread(mut self) -> std::io::Result<Self> {
-        if self.thread.is_none() {
-            self.thread = Some(InformerThread::spawn()?);
-            self.client = self.client.with_own_connections();
+    /// ```no_run
+    /// # fn run(client: kubewright_client::Client) {
+    /// use kubewright_runtime::factory::{InformerThreads, SharedInformerFactory};
+    /// // All informers of this factory on one thread of its own.
+    /// let factory = SharedInformerFactory::new(client)
+    ///     .threads(InformerThreads::Dedicated(1.try_into().expect("not zero")));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn threads(mut self, threads: InformerThreads) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// The runtime and client of the next informer: a thread of the factory's own, or
+    /// `None` for the caller's runtime and the factory's client.
+    fn place(&self) -> Option<(tokio::runtime::Handle, Client)> {
+        let max = match self.threads {
+            InformerThreads::Caller => return None,
+            InformerThreads::Dedicated(n) => n.get(),
+            InformerThreads::Auto => match tokio::runtime::Handle::try_current() {
+                Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+                    return None;
+                }
+                _ => std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
+            },
+        };
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = pool.placed % max;
+        pool.placed += 1;
+        if slot >= pool.threads.len() {
+            match InformerThread::spawn(&self.client) {
+                Ok(thread) => pool.threads.push(thread),
+                Err(e) if pool.threads.is_empty() => {
+                    tracing::warn!(error = %e, "no informer thread; running on the caller's runtime");
+                    return None;
+                }
+                Err(e) => tracing::warn!(error = %e, "no new informer thread; sharing one"),
+            }
         }
-        Ok(self)
+        let thread = &pool.threads[slot % pool.threads.len()];
+        Some((thread.handle.clone(), thread.client.clone()))
     }
 
     /// Settings for every informer created from now on (page size, streaming lists,
@@ -303,7 +379,6 @@ impl SharedInformerFactory {
     where
         K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
     {
-        let client = self.client.clone();
         let dt2 = dt.clone();
         let ct = self.content_type;
         self.get_or_create::<K>(
@@ -311,7 +386,7 @@ impl SharedInformerFactory {
             gvr_key(&K::group(dt), &K::version(dt), &K::plural(dt)),
             K::scope(dt),
             params,
-            move |ns, skip| -> Arc<dyn ListWatch<K>> {
+            move |client, ns, skip| -> Arc<dyn ListWatch<K>> {
                 let api = match ns {
                     Some(ns) => Api::<K>::namespaced_with(client, ns, &dt2),
                     None => Api::<K>::all_with(client, &dt2),
@@ -341,7 +416,6 @@ impl SharedInformerFactory {
         resource: &ApiResource,
         params: InformerParams,
     ) -> Arc<Informer<PartialObjectMetadata>> {
-        let client = self.client.clone();
         let ar = resource.clone();
         let ct = self.content_type;
         self.get_or_create::<PartialObjectMetadata>(
@@ -349,7 +423,7 @@ impl SharedInformerFactory {
             gvr_key(&resource.group, &resource.version, &resource.plural),
             resource.scope,
             params,
-            move |ns, skip| -> Arc<dyn ListWatch<PartialObjectMetadata>> {
+            move |client, ns, skip| -> Arc<dyn ListWatch<PartialObjectMetadata>> {
                 let api = match ns {
                     Some(ns) => Api::<DynamicObject>::namespaced_with(client, ns, &ar),
                     None => Api::<DynamicObject>::all_with(client, &ar),
@@ -370,7 +444,7 @@ impl SharedInformerFactory {
         gvr: String,
         scope: Scope,
         params: InformerParams,
-        make: impl FnOnce(Option<&str>, bool) -> Arc<dyn ListWatch<K>>,
+        make: impl FnOnce(Client, Option<&str>, bool) -> Arc<dyn ListWatch<K>>,
     ) -> Arc<Informer<K>>
     where
         K: Resource + Send + Sync + 'static,
@@ -395,13 +469,15 @@ impl SharedInformerFactory {
         let mut config = self.defaults.clone();
         config.label_selector = key.label_selector.clone();
         config.field_selector = key.field_selector.clone();
+        let place = self.place();
+        let client = place.as_ref().map_or(&self.client, |(_, c)| c).clone();
         let mut informer = Informer::build(
-            make(key.namespace.as_deref(), self.strip_managed_fields),
+            make(client, key.namespace.as_deref(), self.strip_managed_fields),
             config,
             self.cancel.child_token(),
         );
-        if let Some(thread) = &self.thread {
-            informer = informer.with_runtime(thread.handle.clone());
+        if let Some((runtime, _)) = place {
+            informer = informer.with_runtime(runtime);
         }
         let informer = Arc::new(informer);
         if self.started.load(Ordering::Acquire) {
@@ -432,8 +508,8 @@ impl SharedInformerFactory {
     }
 
     /// Starts every informer created so far; informers created later start at once.
-    /// Must be called from within a Tokio runtime (unless the factory has a
-    /// [dedicated thread](Self::dedicated_thread)).
+    /// Must be called from within a Tokio runtime, unless every informer runs on a
+    /// thread of the factory's own ([`InformerThreads`]).
     pub fn start(&self) {
         self.started.store(true, Ordering::Release);
         for informer in self.managed() {
@@ -464,7 +540,8 @@ impl SharedInformerFactory {
         self.cancel.cancel();
         let informers = self.managed();
         futures::future::join_all(informers.iter().map(|i| i.shutdown())).await;
-        if let Some(thread) = &self.thread {
+        let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        for thread in &pool.threads {
             thread.stop.cancel();
         }
     }
@@ -492,9 +569,84 @@ mod tests {
         assert!(task.await.is_err_and(|e| e.is_cancelled()));
     }
 
+    fn client() -> Client {
+        // Never connected: informers here are created, not started.
+        Client::try_from(kubewright_client::Config::new(
+            "http://127.0.0.1:1"
+                .parse()
+                .unwrap_or_else(|e| panic!("url: {e}")),
+        ))
+        .unwrap_or_else(|e| panic!("client: {e}"))
+    }
+
+    fn threads_of(factory: &SharedInformerFactory) -> usize {
+        factory.pool.lock().map_or(0, |p| p.threads.len())
+    }
+
+    fn informers(factory: &SharedInformerFactory, n: usize) {
+        for i in 0..n {
+            let ns = format!("ns-{i}");
+            factory.informer::<k8s_openapi::api::core::v1::ConfigMap>(
+                InformerParams::all().namespace(&ns),
+            );
+        }
+    }
+
+    #[test]
+    fn dedicated_threads_are_created_as_informers_need_them_up_to_the_limit() {
+        let two = NonZeroUsize::new(2).unwrap_or(NonZeroUsize::MIN);
+        let factory = SharedInformerFactory::new(client()).threads(InformerThreads::Dedicated(two));
+        assert_eq!(threads_of(&factory), 0);
+        informers(&factory, 1);
+        assert_eq!(threads_of(&factory), 1);
+        informers(&factory, 1); // same key: the same informer, no new thread
+        assert_eq!(threads_of(&factory), 1);
+        let more = SharedInformerFactory::new(client()).threads(InformerThreads::Dedicated(two));
+        informers(&more, 5);
+        assert_eq!(threads_of(&more), 2);
+        assert_eq!(more.pool.lock().map_or(0, |p| p.placed), 5);
+    }
+
+    #[test]
+    fn auto_uses_own_threads_from_a_multi_thread_runtime_and_the_callers_otherwise() {
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"));
+        let factory = multi.block_on(async {
+            let factory = SharedInformerFactory::new(client());
+            informers(&factory, 1);
+            factory
+        });
+        assert_eq!(threads_of(&factory), 1);
+
+        let single = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"));
+        let factory = single.block_on(async {
+            let factory = SharedInformerFactory::new(client());
+            informers(&factory, 3);
+            factory
+        });
+        assert_eq!(threads_of(&factory), 0);
+
+        // Outside any runtime: the informers need a runtime of their own.
+        let factory = SharedInformerFactory::new(client());
+        informers(&factory, 1);
+        assert_eq!(threads_of(&factory), 1);
+
+        let factory = multi.block_on(async {
+            let factory = SharedInformerFactory::new(client()).threads(InformerThreads::Caller);
+            informers(&factory, 2);
+            factory
+        });
+        assert_eq!(threads_of(&factory), 0);
+    }
+
     #[tokio::test]
     async fn a_dedicated_thread_ends_with_its_factory() {
-        let thread = InformerThread::spawn().unwrap_or_else(|e| panic!("thread: {e}"));
+        let client = client();
+        let thread = InformerThread::spawn(&client).unwrap_or_else(|e| panic!("thread: {e}"));
         let handle = thread.handle.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
         handle.spawn(async move {

@@ -33,7 +33,7 @@ pub mod webhook;
 pub mod workqueue;
 
 pub use controller::{Action, Controller, Predicate, Reconciler, Source};
-pub use factory::{CacheSyncError, InformerParams, SharedInformerFactory};
+pub use factory::{CacheSyncError, InformerParams, InformerThreads, SharedInformerFactory};
 pub use informer::{EventHandler, HandlerFuncs, HandlerRegistration, Informer};
 pub use manager::{LeaderElection, Manager};
 pub use reflector::{

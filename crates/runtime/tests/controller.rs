@@ -20,7 +20,7 @@ use kubewright_runtime::controller::{
 use kubewright_runtime::finalizer::{FinalizerEvent, finalizer};
 use kubewright_runtime::metrics::{Metrics, encode};
 use kubewright_runtime::owner::{OwnerError, set_controller_reference_with};
-use kubewright_runtime::{InformerParams, SharedInformerFactory};
+use kubewright_runtime::{InformerParams, InformerThreads, SharedInformerFactory};
 use kubewright_testing::TestEnv;
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
@@ -1054,8 +1054,7 @@ async fn a_controller_over_a_dedicated_informer_thread() {
     let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
     let factory = Arc::new(
         SharedInformerFactory::new(env.client())
-            .dedicated_thread()
-            .unwrap(),
+            .threads(InformerThreads::Dedicated(std::num::NonZeroUsize::MIN)),
     );
     let predicate_threads = Threads::default();
     let seen = predicate_threads.clone();

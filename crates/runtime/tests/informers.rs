@@ -14,8 +14,8 @@ use kubewright_core::{
 };
 use kubewright_runtime::reflector::WatchStream;
 use kubewright_runtime::{
-    Delta, HandlerFuncs, Informer, InformerParams, ListWatch, Reflector, ReflectorConfig,
-    SharedInformerFactory, Store,
+    Delta, HandlerFuncs, Informer, InformerParams, InformerThreads, ListWatch, Reflector,
+    ReflectorConfig, SharedInformerFactory, Store,
 };
 use kubewright_testing::TestEnv;
 use serde_json::json;
@@ -751,8 +751,7 @@ async fn a_factory_on_a_dedicated_thread_runs_its_informers_and_handlers_there()
     create_all(&api, &names, &[(LABEL, &run)]).await;
 
     let factory = SharedInformerFactory::new(env.client())
-        .dedicated_thread()
-        .unwrap();
+        .threads(InformerThreads::Dedicated(std::num::NonZeroUsize::MIN));
     let informer =
         factory.informer::<ConfigMap>(InformerParams::default().namespace(&ns).labels(&selector));
     // Where each handler runs: an inline handler and a handler task.
@@ -821,6 +820,95 @@ async fn a_factory_on_a_dedicated_thread_runs_its_informers_and_handlers_there()
         .await
         .expect("the informers' runtime still runs");
     assert!(ended.is_err_and(|e| e.is_cancelled()));
+}
+
+/// Thread names an informer's inline handler ran on, for adds and updates.
+fn thread_recorder(tx: mpsc::UnboundedSender<(String, String)>) -> HandlerFuncs<ConfigMap> {
+    let report = |tx: &mpsc::UnboundedSender<(String, String)>, what: String| {
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or_default()
+            .to_string();
+        let _ = tx.send((what, thread));
+    };
+    let t2 = tx.clone();
+    HandlerFuncs::new()
+        .on_add(move |o: Arc<ConfigMap>| report(&tx, o.name_any()))
+        .on_update(move |_, o: Arc<ConfigMap>| report(&t2, format!("{} updated", o.name_any())))
+}
+
+/// By default a factory used from a multi-thread runtime runs its informers on threads
+/// of its own; from a current-thread runtime, on the caller's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_factory_in_a_multi_thread_runtime_runs_its_informers_on_its_own_threads() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let run = unique();
+    let (a, b) = (format!("{run}-a"), format!("{run}-b"));
+    create_all(&api, &["a0".to_string()], &[(LABEL, &a)]).await;
+    create_all(&api, &["b0".to_string()], &[(LABEL, &b)]).await;
+
+    let factory = SharedInformerFactory::new(env.client());
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    for run in [&a, &b] {
+        let params = InformerParams::default()
+            .namespace(&ns)
+            .labels(&format!("{LABEL}={run}"));
+        factory
+            .informer::<ConfigMap>(params)
+            .add_inline_handler(thread_recorder(tx.clone()));
+    }
+    factory.start();
+    factory
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    set_v(&api, "b0", "changed").await;
+    let mut got = BTreeSet::new();
+    while got.len() < 3 {
+        let (what, thread) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+            .await
+            .unwrap_or_else(|_| panic!("timed out; saw {got:?}"))
+            .unwrap();
+        assert_eq!(thread, "kubewright-informers", "handler for {what}");
+        got.insert(what);
+    }
+    assert_eq!(
+        got,
+        BTreeSet::from(["a0".into(), "b0".into(), "b0 updated".into()])
+    );
+    factory.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_default_factory_in_a_current_thread_runtime_runs_its_informers_there() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let run = unique();
+    create_all(&api, &["c0".to_string()], &[(LABEL, &run)]).await;
+    let factory = SharedInformerFactory::new(env.client());
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    factory
+        .informer::<ConfigMap>(
+            InformerParams::default()
+                .namespace(&ns)
+                .labels(&format!("{LABEL}={run}")),
+        )
+        .add_inline_handler(thread_recorder(tx));
+    factory.start();
+    factory
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let (what, thread) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+        .await
+        .expect("the add arrives")
+        .unwrap();
+    assert_eq!(what, "c0");
+    assert_eq!(thread, std::thread::current().name().unwrap_or_default());
+    factory.shutdown().await;
 }
 
 #[tokio::test]
