@@ -313,7 +313,7 @@ impl Client {
     /// A clone with connection pools of its own (same server, credentials, headers and
     /// QPS/Burst limiter). A connection's task runs on the Tokio runtime that opened it:
     /// a component that runs on a runtime of its own (as a
-    /// `SharedInformerFactory` with a dedicated thread does) keeps its connections
+    /// `SharedInformerFactory`'s informer threads do) keeps its connections
     /// there, instead of sharing, say, an HTTP/2 connection whose task runs elsewhere.
     #[must_use]
     pub fn with_own_connections(&self) -> Self {

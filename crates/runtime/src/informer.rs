@@ -571,7 +571,7 @@ pub struct Informer<K> {
     task: Mutex<Option<JoinHandle<()>>>,
     started: AtomicBool,
     description: String,
-    /// The runtime its tasks run on (a factory's dedicated thread), else the caller's.
+    /// The runtime its tasks run on (a thread of its factory's), else the caller's.
     runtime: Option<tokio::runtime::Handle>,
 }
 
@@ -665,8 +665,8 @@ impl<K: Resource + Send + Sync + 'static> Informer<K> {
         self.shared.store.add_indexer(name, f)
     }
 
-    /// Runs the informer's tasks on `runtime` instead of the caller's (a factory's
-    /// dedicated thread).
+    /// Runs the informer's tasks on `runtime` instead of the caller's (a thread of its
+    /// factory's).
     pub(crate) fn with_runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
         self.runtime = Some(runtime);
         self
