@@ -607,40 +607,37 @@ mod tests {
         assert_eq!(more.pool.lock().map_or(0, |p| p.placed), 5);
     }
 
+    /// Threads a factory with `threads` made for `n` informers created in `runtime`.
+    fn threads_made_in(
+        runtime: &tokio::runtime::Runtime,
+        threads: InformerThreads,
+        n: usize,
+    ) -> usize {
+        let factory = runtime.block_on(async {
+            let factory = SharedInformerFactory::new(client()).threads(threads);
+            informers(&factory, n);
+            factory
+        });
+        threads_of(&factory)
+    }
+
     #[test]
     fn auto_uses_own_threads_from_a_multi_thread_runtime_and_the_callers_otherwise() {
         let multi = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .build()
             .unwrap_or_else(|e| panic!("runtime: {e}"));
-        let factory = multi.block_on(async {
-            let factory = SharedInformerFactory::new(client());
-            informers(&factory, 1);
-            factory
-        });
-        assert_eq!(threads_of(&factory), 1);
-
         let single = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap_or_else(|e| panic!("runtime: {e}"));
-        let factory = single.block_on(async {
-            let factory = SharedInformerFactory::new(client());
-            informers(&factory, 3);
-            factory
-        });
-        assert_eq!(threads_of(&factory), 0);
+        assert_eq!(threads_made_in(&multi, InformerThreads::Auto, 1), 1);
+        assert_eq!(threads_made_in(&single, InformerThreads::Auto, 3), 0);
+        assert_eq!(threads_made_in(&multi, InformerThreads::Caller, 2), 0);
 
         // Outside any runtime: the informers need a runtime of their own.
         let factory = SharedInformerFactory::new(client());
         informers(&factory, 1);
         assert_eq!(threads_of(&factory), 1);
-
-        let factory = multi.block_on(async {
-            let factory = SharedInformerFactory::new(client()).threads(InformerThreads::Caller);
-            informers(&factory, 2);
-            factory
-        });
-        assert_eq!(threads_of(&factory), 0);
     }
 
     #[tokio::test]

@@ -755,23 +755,9 @@ async fn a_factory_on_a_dedicated_thread_runs_its_informers_and_handlers_there()
     let informer =
         factory.informer::<ConfigMap>(InformerParams::default().namespace(&ns).labels(&selector));
     // Where each handler runs: an inline handler and a handler task.
-    type Seen = mpsc::UnboundedSender<(&'static str, String, String)>;
-    fn here(kind: &'static str, tx: Seen) -> HandlerFuncs<ConfigMap> {
-        let report = move |tx: &Seen, what: String| {
-            let thread = std::thread::current()
-                .name()
-                .unwrap_or_default()
-                .to_string();
-            let _ = tx.send((kind, what, thread));
-        };
-        let t2 = tx.clone();
-        HandlerFuncs::new()
-            .on_add(move |o: Arc<ConfigMap>| report(&tx, o.name_any()))
-            .on_update(move |_, o: Arc<ConfigMap>| report(&t2, format!("{} updated", o.name_any())))
-    }
     let (threads_tx, mut threads) = mpsc::unbounded_channel();
-    informer.add_inline_handler(here("inline", threads_tx.clone()));
-    informer.add_handler(here("task", threads_tx.clone()));
+    informer.add_inline_handler(thread_recorder("inline", threads_tx.clone()));
+    informer.add_handler(thread_recorder("task", threads_tx.clone()));
     let (h, mut events) = recorder();
     informer.add_handler(h);
     let runtime = Arc::new(std::sync::Mutex::new(None));
@@ -822,14 +808,17 @@ async fn a_factory_on_a_dedicated_thread_runs_its_informers_and_handlers_there()
     assert!(ended.is_err_and(|e| e.is_cancelled()));
 }
 
-/// Thread names an informer's inline handler ran on, for adds and updates.
-fn thread_recorder(tx: mpsc::UnboundedSender<(String, String)>) -> HandlerFuncs<ConfigMap> {
-    let report = |tx: &mpsc::UnboundedSender<(String, String)>, what: String| {
+/// Where a handler saw each add and update: (which handler, what, thread name).
+type ThreadSeen = mpsc::UnboundedSender<(&'static str, String, String)>;
+
+/// A handler reporting the thread it ran on for each add and update.
+fn thread_recorder(kind: &'static str, tx: ThreadSeen) -> HandlerFuncs<ConfigMap> {
+    let report = move |tx: &ThreadSeen, what: String| {
         let thread = std::thread::current()
             .name()
             .unwrap_or_default()
             .to_string();
-        let _ = tx.send((what, thread));
+        let _ = tx.send((kind, what, thread));
     };
     let t2 = tx.clone();
     HandlerFuncs::new()
@@ -857,7 +846,7 @@ async fn a_default_factory_in_a_multi_thread_runtime_runs_its_informers_on_its_o
             .labels(&format!("{LABEL}={run}"));
         factory
             .informer::<ConfigMap>(params)
-            .add_inline_handler(thread_recorder(tx.clone()));
+            .add_inline_handler(thread_recorder("inline", tx.clone()));
     }
     factory.start();
     factory
@@ -867,7 +856,7 @@ async fn a_default_factory_in_a_multi_thread_runtime_runs_its_informers_on_its_o
     set_v(&api, "b0", "changed").await;
     let mut got = BTreeSet::new();
     while got.len() < 3 {
-        let (what, thread) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+        let (_, what, thread) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
             .await
             .unwrap_or_else(|_| panic!("timed out; saw {got:?}"))
             .unwrap();
@@ -896,13 +885,13 @@ async fn a_default_factory_in_a_current_thread_runtime_runs_its_informers_there(
                 .namespace(&ns)
                 .labels(&format!("{LABEL}={run}")),
         )
-        .add_inline_handler(thread_recorder(tx));
+        .add_inline_handler(thread_recorder("inline", tx));
     factory.start();
     factory
         .wait_for_cache_sync(Duration::from_secs(30))
         .await
         .unwrap();
-    let (what, thread) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+    let (_, what, thread) = tokio::time::timeout(Duration::from_secs(10), seen.recv())
         .await
         .expect("the add arrives")
         .unwrap();
