@@ -34,7 +34,7 @@
 
 mod child;
 mod load;
-mod pods;
+pub mod pods;
 mod procfs;
 mod replay;
 mod report;
@@ -42,7 +42,7 @@ mod report;
 pub use child::{
     CHILD_COMMAND, ChildArgs, ChildResult, SyncResult, run_child, run_child_if_requested,
 };
-pub use report::{RecordingInfo, Report, VariantReport};
+pub use report::{NotRun, RecordingInfo, Report, VariantReport};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -155,6 +155,20 @@ impl Variant {
             self,
             Variant::KubewrightMetadata | Variant::KubewrightMetadataJson | Variant::KubeRsMetadata
         )
+    }
+
+    /// Why the variant cannot run against the replay server, if it cannot.
+    pub fn replay_unsupported(self) -> Option<&'static str> {
+        if self.is_metadata() {
+            Some("it caches metadata only, which a replayed recording of whole pods cannot serve")
+        } else if self == Variant::KubeRsStreaming {
+            Some(
+                "the replay server refuses streaming lists (as a server without WatchList does) \
+                 and kube-rs does not fall back to a list: use --mode live or --kubeconfig",
+            )
+        } else {
+            None
+        }
     }
 
     /// Whether this is a kubewright variant.
@@ -350,6 +364,17 @@ impl BenchOptions {
                  serve: use --mode live or --kubeconfig"
             )));
         }
+        if self.variants.iter().all(|v| {
+            self.modes
+                .iter()
+                .all(|&m| m == Mode::Replay && v.replay_unsupported().is_some())
+        }) {
+            return Err(BenchError::Options(
+                "no selected variant can run in replay mode (kube-rs+streaming needs a server \
+                 with streaming lists): use --mode live or --kubeconfig"
+                    .into(),
+            ));
+        }
         if self.page_size == 0 {
             return Err(BenchError::Options("--page-size must be at least 1".into()));
         }
@@ -360,6 +385,28 @@ impl BenchOptions {
         }
         Ok(())
     }
+}
+
+/// The (mode, variant) children to run, in table order, and the selected variants a mode
+/// cannot run. kube-rs with streaming lists cannot sync from the replay server (it retries
+/// the refused streaming list forever), so it is left out of replay mode, and the report
+/// says so.
+fn plan(opts: &BenchOptions) -> (Vec<(Mode, Variant)>, Vec<NotRun>) {
+    let mut pairs = Vec::new();
+    let mut not_run = Vec::new();
+    for &mode in &opts.modes {
+        for &variant in &opts.variants {
+            match variant.replay_unsupported().filter(|_| mode == Mode::Replay) {
+                Some(reason) => not_run.push(NotRun {
+                    variant,
+                    mode,
+                    reason: reason.to_string(),
+                }),
+                None => pairs.push((mode, variant)),
+            }
+        }
+    }
+    (pairs, not_run)
 }
 
 /// Command-line options of `kw bench` / `kw-bench` (flatten into a clap command).
@@ -373,8 +420,10 @@ pub struct BenchArgs {
     pub events: Option<usize>,
     /// Library variants, comma-separated: kubewright, kubewright+managedFields,
     /// kubewright+json, kubewright+lean, kubewright+inline, kubewright+caller-runtime, kube-rs,
-    /// kube-rs+strip, kube-rs+streaming [default: these nine], and the metadata-only kubewright+metadata,
-    /// kubewright+metadata+json and kube-rs+metadata (live and cluster modes).
+    /// kube-rs+strip, kube-rs+streaming [default: these nine; replay mode leaves out
+    /// kube-rs+streaming, which needs a server with streaming lists], and the metadata-only
+    /// kubewright+metadata, kubewright+metadata+json and kube-rs+metadata (live and
+    /// cluster modes).
     #[arg(long, value_delimiter = ',')]
     pub libs: Vec<String>,
     /// replay (recorded list + watch stream replayed to each child: client cost only),
@@ -593,11 +642,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
         }
         Ok::<_, BenchError>(result)
     };
-    let pairs: Vec<(Mode, Variant)> = opts
-        .modes
-        .iter()
-        .flat_map(|&m| opts.variants.iter().map(move |&v| (m, v)))
-        .collect();
+    let (pairs, not_run) = plan(&opts);
     // A discarded first child: the first child after the setup ran consistently
     // slower, whichever variant it was (see `run_cluster`).
     if let Some(&(mode, variant)) = pairs.first() {
@@ -645,6 +690,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         recording,
         results,
+        not_run,
     })
 }
 
@@ -754,6 +800,7 @@ async fn run_cluster(
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         recording: None,
         results,
+        not_run: Vec::new(),
     })
 }
 
@@ -926,4 +973,49 @@ async fn next_report<T: serde::de::DeserializeOwned>(
 
 pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_mode_leaves_out_what_it_cannot_serve_and_says_why() {
+        let mut opts = BenchOptions::quick();
+        opts.modes = vec![Mode::Replay, Mode::Live];
+        let (pairs, not_run) = plan(&opts);
+        assert!(!pairs.contains(&(Mode::Replay, Variant::KubeRsStreaming)));
+        assert!(pairs.contains(&(Mode::Live, Variant::KubeRsStreaming)));
+        assert!(pairs.contains(&(Mode::Replay, Variant::Kubewright)));
+        assert_eq!(pairs.len(), 2 * Variant::DEFAULT.len() - 1);
+        assert_eq!(not_run.len(), 1);
+        assert_eq!(
+            (not_run[0].mode, not_run[0].variant),
+            (Mode::Replay, Variant::KubeRsStreaming)
+        );
+        assert!(not_run[0].reason.contains("streaming lists"));
+    }
+
+    #[test]
+    fn a_replay_run_of_only_unservable_variants_is_an_options_error() {
+        let args = |libs: &str| BenchArgs {
+            pods: None,
+            events: None,
+            libs: vec![libs.to_string()],
+            mode: None,
+            quick: true,
+            concurrency: None,
+            page_size: 500,
+            events_from_server: None,
+            replay_chunk_bytes: None,
+            repeat: 1,
+            quiet: true,
+            kubeconfig: None,
+        };
+        let err = args("kube-rs+streaming").into_options().unwrap_err();
+        assert!(err.to_string().contains("--mode live"), "{err}");
+        let err = args("kube-rs+metadata").into_options().unwrap_err();
+        assert!(err.to_string().contains("metadata only"), "{err}");
+        assert!(args("kube-rs").into_options().is_ok());
+    }
 }

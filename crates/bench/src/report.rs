@@ -101,6 +101,19 @@ pub struct Report {
     pub recording: Option<RecordingInfo>,
     /// Every child's result, in run order.
     pub results: Vec<VariantReport>,
+    /// Selected variants that a mode cannot run, and why.
+    pub not_run: Vec<NotRun>,
+}
+
+/// A selected variant that one mode cannot run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct NotRun {
+    /// The variant.
+    pub variant: Variant,
+    /// The mode it was left out of.
+    pub mode: Mode,
+    /// Why.
+    pub reason: String,
 }
 
 /// The targets for kubewright / kube-rs.
@@ -347,6 +360,9 @@ impl fmt::Display for Report {
                 if !pairs.is_empty() {
                     ratio_table(f, self, mode, &pairs, targets)?;
                 }
+            }
+            for n in self.not_run.iter().filter(|n| n.mode == mode) {
+                writeln!(f, "  not run in this mode: {}: {}", n.variant, n.reason)?;
             }
         }
         writeln!(f)?;
