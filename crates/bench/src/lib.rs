@@ -396,7 +396,10 @@ fn plan(opts: &BenchOptions) -> (Vec<(Mode, Variant)>, Vec<NotRun>) {
     let mut not_run = Vec::new();
     for &mode in &opts.modes {
         for &variant in &opts.variants {
-            match variant.replay_unsupported().filter(|_| mode == Mode::Replay) {
+            match variant
+                .replay_unsupported()
+                .filter(|_| mode == Mode::Replay)
+            {
                 Some(reason) => not_run.push(NotRun {
                     variant,
                     mode,
