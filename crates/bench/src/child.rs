@@ -574,7 +574,9 @@ async fn start_kube_rs_metadata(
         kube::Api::namespaced(kube_client(args).await?, &args.namespace);
     let (reader, writer) = reflector::store::<KubeRsMeta>();
     let wc = watcher::Config::default().page_size(args.page_size);
-    let events = watcher(api, wc).modify(|m| m.metadata.managed_fields = None);
+    let events = watcher(api, wc)
+        .default_backoff()
+        .modify(|m| m.metadata.managed_fields = None);
     let (task, errors) = drive_kube_rs(reflector::reflector(writer, events).boxed(), counter);
     let ready = tokio::time::timeout(timeout, reader.wait_until_ready()).await;
     if !matches!(ready, Ok(Ok(()))) {
@@ -600,10 +602,11 @@ async fn start_kube_rs(
     }
     let events = if args.variant == Variant::KubeRsStrip {
         watcher(api, wc)
+            .default_backoff()
             .modify(|pod| pod.metadata.managed_fields = None)
             .boxed()
     } else {
-        watcher(api, wc).boxed()
+        watcher(api, wc).default_backoff().boxed()
     };
     let (task, errors) = drive_kube_rs(reflector::reflector(writer, events).boxed(), counter);
     let ready = tokio::time::timeout(timeout, reader.wait_until_ready()).await;
