@@ -390,8 +390,8 @@ impl BenchOptions {
 }
 
 /// The order of the children in round `round`: each round starts one child later, so that
-/// no variant always runs first (right after the previous round's last child has exited,
-/// when this VM's page faults were seen to cost the most).
+/// an effect of position (such as running right after the previous round's largest child
+/// has exited) does not always fall on the same variant.
 fn round_order(n: usize, round: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |k| (k + round) % n)
 }
