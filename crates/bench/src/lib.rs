@@ -366,16 +366,16 @@ impl BenchOptions {
                  serve: use --mode live or --kubeconfig"
             )));
         }
-        if self.variants.iter().all(|v| {
-            self.modes
+        let (children, not_run) = plan(self);
+        if children.is_empty() {
+            let why: Vec<String> = not_run
                 .iter()
-                .all(|&m| m == Mode::Replay && v.replay_unsupported().is_some())
-        }) {
-            return Err(BenchError::Options(
-                "no selected variant can run in replay mode (kube-rs+streaming needs a server \
-                 with streaming lists): use --mode live or --kubeconfig"
-                    .into(),
-            ));
+                .map(|n| format!("{} in {} mode: {}", n.variant, n.mode, n.reason))
+                .collect();
+            return Err(BenchError::Options(format!(
+                "nothing to run: {}",
+                why.join("; ")
+            )));
         }
         if self.page_size == 0 {
             return Err(BenchError::Options("--page-size must be at least 1".into()));
