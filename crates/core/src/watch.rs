@@ -201,7 +201,8 @@ mod tests {
 
     #[test]
     fn key_order_does_not_matter() {
-        let obj = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}"#;
+        let obj =
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}"#;
         let first: WatchEvent<ConfigMap> =
             serde_json::from_str(&format!(r#"{{"type":"MODIFIED","object":{obj}}}"#)).unwrap();
         let late: WatchEvent<ConfigMap> = serde_json::from_str(&format!(
@@ -209,7 +210,9 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(first, late);
-        assert!(matches!(&first, WatchEvent::Modified(cm) if cm.data.as_ref().unwrap()["k"] == "v"));
+        assert!(
+            matches!(&first, WatchEvent::Modified(cm) if cm.data.as_ref().unwrap()["k"] == "v")
+        );
         // A map that sorts its keys (serde_json::Value) puts the object first.
         let value = serde_json::to_value(&first).unwrap();
         let from_value: WatchEvent<ConfigMap> = serde_json::from_value(value).unwrap();
@@ -233,7 +236,10 @@ mod tests {
             r#"{"type":"ADDED","object":{"metadata":7}}"#,
             r#"[1,2]"#,
         ] {
-            assert!(serde_json::from_str::<WatchEvent<ConfigMap>>(bad).is_err(), "{bad}");
+            assert!(
+                serde_json::from_str::<WatchEvent<ConfigMap>>(bad).is_err(),
+                "{bad}"
+            );
         }
     }
 }

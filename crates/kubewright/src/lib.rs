@@ -8,7 +8,8 @@
 //! | (always) | | [`core`] (`kubewright-core`), [`k8s_openapi`], [`serde`], [`serde_json`], [`Resource`], [`ResourceExt`], [`crd`] |
 //! | `client` | yes | [`client`] (`kubewright-client`), [`Api`], [`Client`], [`Config`], [`Error`] |
 //! | `runtime` | yes | [`runtime`] (`kubewright-runtime`): work queues, reflector, store, informers |
-//! | `derive` | yes | [`CustomResource`], [`schemars`]; enables k8s-openapi's `schemars` feature |
+//! | `derive` | yes | [`CustomResource`], [`schemars`] |
+//! | `k8s-schemars` | yes | `JsonSchema` for the k8s-openapi types (its `schemars` feature), so a spec can hold `IntOrString`, `Quantity`, `Condition`, ...; it roughly doubles k8s-openapi's compile time |
 //! | `apiserver` | no | `apiserver` (`kubewright-apiserver`): the embedded API server |
 //!
 //! Like every library built on k8s-openapi, kubewright enables no Kubernetes version

@@ -1,12 +1,17 @@
 //! Component schemas: built-in types from k8s-openapi's `schemars` implementations (which
 //! already carry the Kubernetes definition names), touched up with the extensions
 //! kube-apiserver publishes, and custom resources from their CRD's `openAPIV3Schema`.
+//!
+//! The schemars output for the built-in types is generated once and kept in
+//! `builtins.json.gz` beside this file: running schemars over every k8s-openapi type in
+//! this crate made it (and k8s-openapi, with its `schemars` feature) the longest part of
+//! a first build. A unit test regenerates it from k8s-openapi and fails when the file is
+//! stale; `KW_UPDATE_BUILTIN_SCHEMAS=1 cargo test -p kubewright-apiserver --lib
+//! builtin_schema_file` rewrites it.
 
 use super::k8s_ext::{
     ATOMIC_STRUCTS, FIELD_DEFAULTS, FIELD_EXTENSIONS, KIND_REQUIRED, STRUCT_FIELDS,
 };
-use k8s_openapi::schemars::generate::SchemaSettings;
-use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -41,31 +46,25 @@ pub(crate) struct Builtins {
 /// The built-in schemas.
 pub(crate) static BUILTINS: LazyLock<Builtins> = LazyLock::new(build_builtins);
 
-struct Collector {
-    generator: SchemaGenerator,
-    kinds: Vec<(Gvk, String)>,
+/// The generated schemars output for the built-in types (see the module docs).
+const GENERATED: &[u8] = include_bytes!("builtins.json.gz");
+
+/// What schemars gives for the built-in types, before the touch-ups: every definition,
+/// and the definition name of each top-level kind.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Generated {
+    schemas: BTreeMap<String, Value>,
+    /// (group, version, kind, definition name), in the order they were collected.
+    kinds: Vec<(String, String, String, String)>,
 }
 
-impl Collector {
-    fn add<T: JsonSchema>(&mut self) -> String {
-        let r = self.generator.subschema_for::<T>();
-        r.as_value()
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|s| s.strip_prefix(V3_REF))
-            .map(str::to_string)
-            .unwrap_or_else(|| T::schema_name().into_owned())
-    }
-
-    fn kind<T: JsonSchema + k8s_openapi::Resource>(&mut self) {
-        let name = self.add::<T>();
-        let gvk = (
-            T::GROUP.to_string(),
-            T::VERSION.to_string(),
-            T::KIND.to_string(),
-        );
-        self.kinds.push((gvk, name));
-    }
+fn read_generated(bytes: &[u8]) -> Result<Generated, String> {
+    use std::io::Read as _;
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut json)
+        .map_err(|e| format!("decompressing the built-in schemas: {e}"))?;
+    serde_json::from_slice(&json).map_err(|e| format!("reading the built-in schemas: {e}"))
 }
 
 /// Calls `$m!($($args)* <every served built-in type>)`: the one list of built-in kinds,
@@ -130,53 +129,17 @@ macro_rules! builtin_types {
 }
 pub(crate) use builtin_types;
 
-/// The top-level kinds with schemas: the types served (the list of `builtin_resources()`),
-/// the access reviews and the kinds of the subresources.
-macro_rules! kinds {
-    ($c:expr; $($ty:path),* $(,)?) => {
-        $( $c.kind::<$ty>(); )*
-    };
-}
-
 fn build_builtins() -> Builtins {
-    use k8s_openapi::api as a;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-    let settings = SchemaSettings::draft2020_12().with(|s| {
-        s.definitions_path = "/components/schemas".into();
-        s.meta_schema = None;
+    let generated = read_generated(GENERATED).unwrap_or_else(|e| {
+        // The file is part of the source and checked by a test: this is a broken build.
+        tracing::error!("{e}; the OpenAPI documents will have no built-in schemas");
+        Generated {
+            schemas: BTreeMap::new(),
+            kinds: Vec::new(),
+        }
     });
-    let mut c = Collector {
-        generator: SchemaGenerator::new(settings),
-        kinds: Vec::new(),
-    };
-    builtin_types!(kinds!(c;));
-    kinds![c;
-        // Access reviews and subresource kinds.
-        a::authorization::v1::SelfSubjectAccessReview,
-        a::authorization::v1::SelfSubjectRulesReview,
-        a::authentication::v1::SelfSubjectReview,
-        a::authentication::v1::TokenReview,
-        a::authorization::v1::SubjectAccessReview,
-        a::authorization::v1::LocalSubjectAccessReview,
-        a::authentication::v1::TokenRequest,
-        a::autoscaling::v1::Scale,
-        a::core::v1::Binding,
-        a::policy::v1::Eviction,
-    ];
-    for name in [
-        c.add::<meta::ObjectMeta>(),
-        c.add::<meta::ListMeta>(),
-        c.add::<meta::Status>(),
-        c.add::<meta::DeleteOptions>(),
-        c.add::<meta::WatchEvent<k8s_openapi::apimachinery::pkg::runtime::RawExtension>>(),
-        c.add::<meta::Patch>(),
-        c.add::<meta::APIResourceList>(),
-    ] {
-        debug_assert!(name.starts_with("io.k8s.apimachinery."), "{name}");
-    }
-    let mut schemas: BTreeMap<String, Value> = c
-        .generator
-        .take_definitions(false)
+    let mut schemas: BTreeMap<String, Value> = generated
+        .schemas
         .into_iter()
         .map(|(k, mut v)| {
             wrap_ref_siblings(&mut v);
@@ -185,7 +148,8 @@ fn build_builtins() -> Builtins {
         .collect();
     touch_up(&mut schemas);
     let mut kinds = BTreeMap::new();
-    for (gvk, name) in c.kinds {
+    for (g, v, k, name) in generated.kinds {
+        let gvk = (g, v, k);
         if let Some(s) = schemas.get_mut(&name) {
             set_gvk(s, &gvk);
         }
@@ -454,5 +418,126 @@ pub(crate) fn to_v2(v: &mut Value) {
         }
         Value::Array(a) => a.iter_mut().for_each(to_v2),
         _ => {}
+    }
+}
+
+/// Generating `builtins.json.gz` from k8s-openapi's `schemars` implementations (a
+/// dev-dependency feature: the library itself does not run schemars).
+#[cfg(test)]
+mod generate {
+    use super::*;
+    use k8s_openapi::schemars::generate::SchemaSettings;
+    use k8s_openapi::schemars::{JsonSchema, SchemaGenerator};
+
+    struct Collector {
+        generator: SchemaGenerator,
+        kinds: Vec<(String, String, String, String)>,
+    }
+
+    impl Collector {
+        fn add<T: JsonSchema>(&mut self) -> String {
+            let r = self.generator.subschema_for::<T>();
+            r.as_value()
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|s| s.strip_prefix(V3_REF))
+                .map(str::to_string)
+                .unwrap_or_else(|| T::schema_name().into_owned())
+        }
+
+        fn kind<T: JsonSchema + k8s_openapi::Resource>(&mut self) {
+            let name = self.add::<T>();
+            self.kinds.push((
+                T::GROUP.to_string(),
+                T::VERSION.to_string(),
+                T::KIND.to_string(),
+                name,
+            ));
+        }
+    }
+
+    /// The top-level kinds with schemas: the types served (the list of
+    /// `builtin_resources()`), the access reviews and the kinds of the subresources.
+    macro_rules! kinds {
+        ($c:expr; $($ty:path),* $(,)?) => {
+            $( $c.kind::<$ty>(); )*
+        };
+    }
+
+    fn generate() -> Generated {
+        use k8s_openapi::api as a;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+        let settings = SchemaSettings::draft2020_12().with(|s| {
+            s.definitions_path = "/components/schemas".into();
+            s.meta_schema = None;
+        });
+        let mut c = Collector {
+            generator: SchemaGenerator::new(settings),
+            kinds: Vec::new(),
+        };
+        builtin_types!(kinds!(c;));
+        kinds![c;
+            // Access reviews and subresource kinds.
+            a::authorization::v1::SelfSubjectAccessReview,
+            a::authorization::v1::SelfSubjectRulesReview,
+            a::authentication::v1::SelfSubjectReview,
+            a::authentication::v1::TokenReview,
+            a::authorization::v1::SubjectAccessReview,
+            a::authorization::v1::LocalSubjectAccessReview,
+            a::authentication::v1::TokenRequest,
+            a::autoscaling::v1::Scale,
+            a::core::v1::Binding,
+            a::policy::v1::Eviction,
+        ];
+        for name in [
+            c.add::<meta::ObjectMeta>(),
+            c.add::<meta::ListMeta>(),
+            c.add::<meta::Status>(),
+            c.add::<meta::DeleteOptions>(),
+            c.add::<meta::WatchEvent<k8s_openapi::apimachinery::pkg::runtime::RawExtension>>(),
+            c.add::<meta::Patch>(),
+            c.add::<meta::APIResourceList>(),
+        ] {
+            assert!(name.starts_with("io.k8s.apimachinery."), "{name}");
+        }
+        Generated {
+            schemas: c.generator.take_definitions(false).into_iter().collect(),
+            kinds: c.kinds,
+        }
+    }
+
+    #[test]
+    fn builtin_schema_file_is_current() {
+        let fresh = generate();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/openapi/builtins.json.gz");
+        if std::env::var_os("KW_UPDATE_BUILTIN_SCHEMAS").is_some() {
+            use std::io::Write as _;
+            let json = serde_json::to_vec(&fresh).unwrap();
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            gz.write_all(&json).unwrap();
+            std::fs::write(path, gz.finish().unwrap()).unwrap();
+            // This build embedded the old file; the next run checks the new one.
+            return;
+        }
+        let stored = read_generated(&std::fs::read(path).unwrap()).unwrap();
+        assert!(
+            stored.kinds.len() > 60 && stored.schemas.len() > 300,
+            "{} kinds, {} schemas",
+            stored.kinds.len(),
+            stored.schemas.len()
+        );
+        assert!(
+            stored == fresh,
+            "{path} is stale (k8s-openapi or the list of kinds changed): rerun this test \
+             with KW_UPDATE_BUILTIN_SCHEMAS=1 and commit the file"
+        );
+        // What the server builds from it is the file's content.
+        let built = build_builtins();
+        assert_eq!(built.schemas.len(), {
+            let mut names: BTreeSet<&String> = fresh.schemas.keys().collect();
+            let lists: Vec<String> = fresh.kinds.iter().map(|k| format!("{}List", k.3)).collect();
+            names.extend(lists.iter());
+            names.len()
+        });
     }
 }
