@@ -14,7 +14,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use kubewright_core::Status;
 use serde::de::DeserializeOwned;
+use std::future::Future;
 use std::io::Read;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -387,7 +389,21 @@ impl Client {
     /// Sends a request with client-go's retry policy (see [`Config::max_retries`]);
     /// returns the response and the deadline of [`Config::timeout`], if any, for reading
     /// the body.
-    async fn send_until(
+    ///
+    /// The request path (auth, limiter, retries, hyper's connection pool, TLS) is one
+    /// boxed future, built here: an `async fn`'s body is compiled again in every crate
+    /// that awaits it, so every crate with an `Api<K>` would otherwise carry its own copy
+    /// of the whole transport. Behind the box it is compiled once, in this crate.
+    #[inline(never)]
+    fn send_until(
+        &self,
+        req: Request<Vec<u8>>,
+        upgrade: bool,
+    ) -> BoxFuture<'_, Result<(Response<Incoming>, Option<Instant>)>> {
+        Box::pin(self.send_until_inner(req, upgrade))
+    }
+
+    async fn send_until_inner(
         &self,
         req: Request<Vec<u8>>,
         upgrade: bool,
@@ -571,8 +587,18 @@ impl Client {
         Ok((status, body))
     }
 
-    /// Reads a whole (possibly gzipped) body before `deadline`.
-    async fn read_body(
+    /// Reads a whole (possibly gzipped) body before `deadline` (boxed, as
+    /// [`Client::send_until`]).
+    #[inline(never)]
+    fn read_body(
+        &self,
+        resp: Response<Incoming>,
+        deadline: Option<Instant>,
+    ) -> BoxFuture<'_, Result<Bytes>> {
+        Box::pin(self.read_body_inner(resp, deadline))
+    }
+
+    async fn read_body_inner(
         &self,
         resp: Response<Incoming>,
         deadline: Option<Instant>,
@@ -633,24 +659,30 @@ impl Client {
             let body = self.read_body(resp, deadline).await?;
             return Err(Error::Api(Box::new(status_from_body(status, &body))));
         }
-        let body = resp.into_body();
-        Ok((
-            protobuf,
-            futures::stream::unfold(body, |mut body| async move {
-                loop {
-                    match body.frame().await {
-                        None => return None,
-                        Some(Err(e)) => return Some((Err(Error::Body(Box::new(e))), body)),
-                        Some(Ok(frame)) => {
-                            if let Ok(data) = frame.into_data() {
-                                return Some((Ok(data), body));
-                            }
-                        }
+        Ok((protobuf, body_chunks(resp.into_body())))
+    }
+}
+
+/// A future boxed where it is built (see [`Client::send_until`]).
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The data frames of a streamed body, boxed here for the same reason as
+/// [`Client::send_until`].
+#[inline(never)]
+fn body_chunks(body: Incoming) -> Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>> {
+    Box::pin(futures::stream::unfold(body, |mut body| async move {
+        loop {
+            match body.frame().await {
+                None => return None,
+                Some(Err(e)) => return Some((Err(Error::Body(Box::new(e))), body)),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Some((Ok(data), body));
                     }
                 }
-            }),
-        ))
-    }
+            }
+        }
+    }))
 }
 
 /// A type name without module paths, for error messages:

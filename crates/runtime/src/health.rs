@@ -161,7 +161,22 @@ fn form_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
 
 /// Serves `/healthz` (and `/healthz/<check>`) from `healthz` and `/readyz` (and
 /// `/readyz/<check>`) from `readyz` on `listener` until `cancel` fires.
-pub async fn serve_health(
+#[inline(never)]
+#[allow(clippy::manual_async_fn, reason = "boxed where it is built")]
+pub fn serve_health(
+    listener: TcpListener,
+    healthz: HealthChecks,
+    readyz: HealthChecks,
+    cancel: CancellationToken,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    // Boxed where it is built: an `async fn`'s body (and all it awaits) is otherwise
+    // compiled again in every crate that awaits it.
+    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> =
+        Box::pin(serve_health_inner(listener, healthz, readyz, cancel));
+    boxed
+}
+
+async fn serve_health_inner(
     listener: TcpListener,
     healthz: HealthChecks,
     readyz: HealthChecks,

@@ -963,7 +963,20 @@ impl LeaderElector {
     ///
     /// Call it again (with the same or a new elector) to stand for election again after
     /// [`RunOutcome::LeadershipLost`]; a restarted process should use a new identity.
-    pub async fn run(&self, cancel: CancellationToken) -> RunOutcome {
+    #[inline(never)]
+    #[allow(clippy::manual_async_fn, reason = "boxed where it is built")]
+    pub fn run(
+        &self,
+        cancel: CancellationToken,
+    ) -> impl std::future::Future<Output = RunOutcome> + Send + '_ {
+        // Boxed where it is built: an `async fn`'s body (and all it awaits) is otherwise
+        // compiled again in every crate that awaits it.
+        let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = RunOutcome> + Send + '_>> =
+            Box::pin(self.run_inner(cancel));
+        boxed
+    }
+
+    async fn run_inner(&self, cancel: CancellationToken) -> RunOutcome {
         if self.inner.running.swap(true, Ordering::AcqRel) {
             return RunOutcome::AlreadyRunning;
         }

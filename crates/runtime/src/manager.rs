@@ -557,7 +557,21 @@ impl Manager {
 
     /// Runs until `cancel` fires (then shuts down gracefully and returns `Ok`), a
     /// controller fails, or leadership is lost (see the [module docs](self)).
-    pub async fn run(self, cancel: CancellationToken) -> Result<(), ManagerError> {
+    #[inline(never)]
+    #[allow(clippy::manual_async_fn, reason = "boxed where it is built")]
+    pub fn run(
+        self,
+        cancel: CancellationToken,
+    ) -> impl std::future::Future<Output = Result<(), ManagerError>> + Send + 'static {
+        // Boxed where it is built: an `async fn`'s body (and all it awaits) is otherwise
+        // compiled again in every crate that awaits it.
+        let boxed: std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), ManagerError>> + Send + 'static>,
+        > = Box::pin(self.run_inner(cancel));
+        boxed
+    }
+
+    async fn run_inner(self, cancel: CancellationToken) -> Result<(), ManagerError> {
         let stop = cancel.child_token();
         let shared = Arc::new(Shared {
             runnables: self.runnables,

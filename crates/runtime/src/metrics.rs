@@ -393,7 +393,21 @@ pub fn encode(registry: &Registry) -> String {
 
 /// Serves `GET /metrics` (OpenMetrics text of `registry`) on `listener` until `cancel`
 /// fires; other paths answer 404.
-pub async fn serve_metrics(
+#[inline(never)]
+#[allow(clippy::manual_async_fn, reason = "boxed where it is built")]
+pub fn serve_metrics(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    cancel: CancellationToken,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    // Boxed where it is built: an `async fn`'s body (and all it awaits) is otherwise
+    // compiled again in every crate that awaits it.
+    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> =
+        Box::pin(serve_metrics_inner(listener, registry, cancel));
+    boxed
+}
+
+async fn serve_metrics_inner(
     listener: TcpListener,
     registry: Arc<Registry>,
     cancel: CancellationToken,

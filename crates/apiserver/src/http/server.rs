@@ -211,7 +211,22 @@ impl ServerBuilder {
     }
 
     /// Starts serving in the background.
-    pub async fn start(self) -> Result<TestServer, ServeError> {
+    ///
+    /// The server's code is behind one boxed future, built here: an `async fn`'s body
+    /// (and everything it spawns) is otherwise compiled again in every crate that
+    /// awaits it.
+    #[inline(never)]
+    #[allow(clippy::manual_async_fn, reason = "boxed where it is built, see above")]
+    pub fn start(
+        self,
+    ) -> impl std::future::Future<Output = Result<TestServer, ServeError>> + Send + 'static {
+        let boxed: std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<TestServer, ServeError>> + Send>,
+        > = Box::pin(self.start_inner());
+        boxed
+    }
+
+    async fn start_inner(self) -> Result<TestServer, ServeError> {
         let addr = self
             .addr
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));

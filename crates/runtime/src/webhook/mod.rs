@@ -517,7 +517,21 @@ impl WebhookServer {
 
     /// Serves until `cancel` fires; then stops accepting and gives requests in flight up
     /// to 10 seconds to finish.
-    pub async fn run(self, cancel: CancellationToken) -> Result<(), WebhookError> {
+    #[inline(never)]
+    #[allow(clippy::manual_async_fn, reason = "boxed where it is built")]
+    pub fn run(
+        self,
+        cancel: CancellationToken,
+    ) -> impl std::future::Future<Output = Result<(), WebhookError>> + Send + 'static {
+        // Boxed where it is built: an `async fn`'s body (and all it awaits) is otherwise
+        // compiled again in every crate that awaits it.
+        let boxed: std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), WebhookError>> + Send + 'static>,
+        > = Box::pin(self.run_inner(cancel));
+        boxed
+    }
+
+    async fn run_inner(self, cancel: CancellationToken) -> Result<(), WebhookError> {
         let listener = tokio::net::TcpListener::from_std(self.listener).map_err(|source| {
             WebhookError::Bind {
                 addr: self.local,
