@@ -15,7 +15,10 @@ pub(crate) mod table;
 
 use crate::crd::CrdSchema;
 use crate::error::ApiError;
+use crate::openapi::schemas::builtin_types;
 use kubewright_core::{StatusCause, StatusDetails};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -103,6 +106,22 @@ impl ResourceDef {
     }
 }
 
+fn normalize<K: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
+    let typed: K = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(&typed).map_err(|e| e.to_string())
+}
+
+fn has_status<K: DeserializeOwned + Serialize>() -> bool {
+    let probe = serde_json::json!({"metadata": {}, "status": {}});
+    match serde_json::from_value::<K>(probe) {
+        Ok(k) => serde_json::to_value(&k)
+            .ok()
+            .and_then(|v| v.get("status").cloned())
+            .is_some(),
+        Err(_) => false,
+    }
+}
+
 const ALL_VERBS: [&str; 8] = [
     "create",
     "delete",
@@ -114,12 +133,19 @@ const ALL_VERBS: [&str; 8] = [
     "watch",
 ];
 
-fn builtin(b: &kubewright_builtins::BuiltinKind) -> ResourceDef {
-    let plural = b.plural.to_string();
-    let (short_names, categories) = names_for(b.group, &plural);
-    let scale = if b.group == "apps"
-        && matches!(b.plural, "deployments" | "replicasets" | "statefulsets")
-        || (b.group.is_empty() && b.plural == "replicationcontrollers")
+fn builtin<K>() -> ResourceDef
+where
+    K: k8s_openapi::Resource + DeserializeOwned + Serialize + 'static,
+    K::Scope: kubewright_core::NamespaceScope,
+{
+    let plural = K::URL_PATH_SEGMENT.to_string();
+    let (short_names, categories) = names_for(K::GROUP, &plural);
+    let scale = if K::GROUP == "apps"
+        && matches!(
+            K::URL_PATH_SEGMENT,
+            "deployments" | "replicasets" | "statefulsets"
+        )
+        || (K::GROUP.is_empty() && K::URL_PATH_SEGMENT == "replicationcontrollers")
     {
         Some(ScalePaths {
             spec_replicas: ".spec.replicas".into(),
@@ -129,17 +155,18 @@ fn builtin(b: &kubewright_builtins::BuiltinKind) -> ResourceDef {
     } else {
         None
     };
-    let core = b.group.is_empty();
+    let core = K::GROUP.is_empty();
     ResourceDef {
-        group: b.group.to_string(),
-        version: b.version.to_string(),
-        kind: b.kind.to_string(),
-        singular: b.kind.to_lowercase(),
+        group: K::GROUP.to_string(),
+        version: K::VERSION.to_string(),
+        kind: K::KIND.to_string(),
+        singular: K::KIND.to_lowercase(),
         plural: plural.clone(),
-        namespaced: b.namespaced,
+        namespaced: <K::Scope as kubewright_core::NamespaceScope>::SCOPE
+            == kubewright_core::Scope::Namespaced,
         short_names,
         categories,
-        has_status: (b.has_status)(),
+        has_status: has_status::<K>(),
         scale,
         builtin: true,
         create_on_update: (core
@@ -147,12 +174,12 @@ fn builtin(b: &kubewright_builtins::BuiltinKind) -> ResourceDef {
                 plural.as_str(),
                 "services" | "endpoints" | "nodes" | "limitranges"
             ))
-            || (b.group == "coordination.k8s.io" && plural == "leases")
-            || (b.group == "rbac.authorization.k8s.io"),
+            || (K::GROUP == "coordination.k8s.io" && plural == "leases")
+            || (K::GROUP == "rbac.authorization.k8s.io"),
         delete_returns_object: (core
             && matches!(plural.as_str(), "pods" | "serviceaccounts" | "namespaces"))
-            || (b.group == "storage.k8s.io" && plural == "storageclasses"),
-        normalizer: Some(b.normalize),
+            || (K::GROUP == "storage.k8s.io" && plural == "storageclasses"),
+        normalizer: Some(normalize::<K>),
         crd: None,
         verbs: ALL_VERBS.to_vec(),
     }
@@ -223,12 +250,15 @@ fn names_for(group: &str, plural: &str) -> (Vec<String>, Vec<String>) {
     (short.iter().map(|s| s.to_string()).collect(), categories)
 }
 
+macro_rules! builtins {
+    ($($ty:path),* $(,)?) => {
+        vec![$(builtin::<$ty>()),*]
+    };
+}
+
 /// Every built-in resource served (GA APIs and the API extension and aggregation types).
 pub fn builtin_resources() -> Vec<ResourceDef> {
-    let mut defs: Vec<ResourceDef> = kubewright_builtins::builtin_kinds()
-        .iter()
-        .map(builtin)
-        .collect();
+    let mut defs = builtin_types!(builtins!());
     // Namespaces: the `/status` and `/finalize` subresources are handled specially, and
     // they cannot be deleted as a collection.
     for d in &mut defs {
