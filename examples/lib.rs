@@ -1,6 +1,9 @@
-//! Shared pieces of the examples and of `kw demo`: the `Monitor` custom resource and a
-//! helper that connects to a cluster or starts the embedded API server.
+//! Shared pieces of the examples and of `kw demo`: the `Monitor` custom resource, a
+//! helper that connects to a cluster or starts the embedded API server, and the demo's
+//! scenario itself ([`demo::run`]).
 
+mod cutter;
+pub mod demo;
 pub mod monitor;
 
 use kubewright::Client;

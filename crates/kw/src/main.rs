@@ -1,7 +1,5 @@
 //! `kw`: the kubewright command line.
 
-mod cutter;
-mod demo;
 mod tokenfile;
 
 use clap::{Parser, Subcommand};
@@ -64,13 +62,15 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::Crd { example, json } => crd(&example, json),
         Command::Bench { args } => bench(args).await,
-        Command::Demo { kubeconfig } => match demo::run(kubeconfig.as_deref()).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("kw demo: FAILED: {e}");
-                ExitCode::FAILURE
+        Command::Demo { kubeconfig } => {
+            match kubewright_examples::demo::run(kubeconfig.as_deref()).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("kw demo: FAILED: {e}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
         Command::Serve(opts) => match serve(opts).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

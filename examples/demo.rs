@@ -2,7 +2,9 @@
 //! cluster), installs the Monitor CRD, runs two Managers with leader election over the
 //! Monitor controller, drives a scripted scenario, and checks the end state.
 
+use crate::Connection;
 use crate::cutter::Cutter;
+use crate::monitor::{Monitor, MonitorContext, MonitorSpec, owned_names, reconcile};
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -12,8 +14,6 @@ use kubewright::runtime::controller::ReconcileResult;
 use kubewright::runtime::events::{EventRecorder, Reporter};
 use kubewright::runtime::{InformerParams, LeaderElection, Manager};
 use kubewright::{Api, Client};
-use kubewright_examples::Connection;
-use kubewright_examples::monitor::{Monitor, MonitorContext, MonitorSpec, owned_names, reconcile};
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -192,7 +192,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Runs the demo; `kubeconfig` selects a real cluster. Returns an error describing the
 /// first check that failed.
-pub async fn run(kubeconfig: Option<&str>) -> DemoResult<()> {
+///
+/// The scenario's code sits behind one boxed future, built here: an `async fn`'s body
+/// (with everything it awaits) is otherwise compiled again in the crate that awaits it,
+/// here the `kw` binary, which is the last step of a build.
+#[inline(never)]
+#[allow(clippy::manual_async_fn, reason = "boxed where it is built, see above")]
+pub fn run(kubeconfig: Option<&str>) -> impl std::future::Future<Output = DemoResult<()>> + '_ {
+    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = DemoResult<()>> + '_>> =
+        Box::pin(run_inner(kubeconfig));
+    boxed
+}
+
+async fn run_inner(kubeconfig: Option<&str>) -> DemoResult<()> {
     let ui = Ui::new(9);
     ui.step("connecting");
     let conn = Connection::open(kubeconfig)
