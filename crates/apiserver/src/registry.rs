@@ -138,14 +138,30 @@ where
     K: k8s_openapi::Resource + DeserializeOwned + Serialize + 'static,
     K::Scope: kubewright_core::NamespaceScope,
 {
-    let plural = K::URL_PATH_SEGMENT.to_string();
-    let (short_names, categories) = names_for(K::GROUP, &plural);
-    let scale = if K::GROUP == "apps"
+    // Only the typed round trip depends on `K`: the rest is one non-generic function
+    // rather than a copy per built-in kind.
+    builtin_def(
+        [K::GROUP, K::VERSION, K::KIND, K::URL_PATH_SEGMENT],
+        <K::Scope as kubewright_core::NamespaceScope>::SCOPE == kubewright_core::Scope::Namespaced,
+        normalize::<K>,
+        has_status::<K>(),
+    )
+}
+
+fn builtin_def(
+    [group, version, kind, plural]: [&str; 4],
+    namespaced: bool,
+    normalizer: Normalizer,
+    has_status: bool,
+) -> ResourceDef {
+    let plural = plural.to_string();
+    let (short_names, categories) = names_for(group, &plural);
+    let scale = if group == "apps"
         && matches!(
-            K::URL_PATH_SEGMENT,
+            plural.as_str(),
             "deployments" | "replicasets" | "statefulsets"
         )
-        || (K::GROUP.is_empty() && K::URL_PATH_SEGMENT == "replicationcontrollers")
+        || (group.is_empty() && plural == "replicationcontrollers")
     {
         Some(ScalePaths {
             spec_replicas: ".spec.replicas".into(),
@@ -155,18 +171,17 @@ where
     } else {
         None
     };
-    let core = K::GROUP.is_empty();
+    let core = group.is_empty();
     ResourceDef {
-        group: K::GROUP.to_string(),
-        version: K::VERSION.to_string(),
-        kind: K::KIND.to_string(),
-        singular: K::KIND.to_lowercase(),
+        group: group.to_string(),
+        version: version.to_string(),
+        kind: kind.to_string(),
+        singular: kind.to_lowercase(),
         plural: plural.clone(),
-        namespaced: <K::Scope as kubewright_core::NamespaceScope>::SCOPE
-            == kubewright_core::Scope::Namespaced,
+        namespaced,
         short_names,
         categories,
-        has_status: has_status::<K>(),
+        has_status,
         scale,
         builtin: true,
         create_on_update: (core
@@ -174,12 +189,12 @@ where
                 plural.as_str(),
                 "services" | "endpoints" | "nodes" | "limitranges"
             ))
-            || (K::GROUP == "coordination.k8s.io" && plural == "leases")
-            || (K::GROUP == "rbac.authorization.k8s.io"),
+            || (group == "coordination.k8s.io" && plural == "leases")
+            || (group == "rbac.authorization.k8s.io"),
         delete_returns_object: (core
             && matches!(plural.as_str(), "pods" | "serviceaccounts" | "namespaces"))
-            || (K::GROUP == "storage.k8s.io" && plural == "storageclasses"),
-        normalizer: Some(normalize::<K>),
+            || (group == "storage.k8s.io" && plural == "storageclasses"),
+        normalizer: Some(normalizer),
         crd: None,
         verbs: ALL_VERBS.to_vec(),
     }
