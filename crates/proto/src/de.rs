@@ -20,9 +20,10 @@ use crate::value::{Stamp, go_duration};
 use crate::wire::{Reader, Unknown};
 use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
+};
 use serde::forward_to_deserialize_any;
-use std::borrow::Cow;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -34,7 +35,7 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// Malformed input is an [`Error`] naming what was wrong and where, never a panic.
 pub fn from_slice<'de, T: de::Deserialize<'de>>(body: &'de [u8]) -> Result<T> {
     let top = Top::parse(body, 0)?;
-    T::deserialize(Node::Top(top))
+    T::deserialize(top)
 }
 
 /// Decodes the message of a known `apiVersion` and `kind` without the `k8s\0` envelope
@@ -46,14 +47,14 @@ pub fn from_raw<'de, T: de::Deserialize<'de>>(
 ) -> Result<T> {
     let schema = schema()?;
     let target = target_of(schema, api_version, kind)?;
-    T::deserialize(Node::Top(Top {
+    T::deserialize(Top {
         schema,
         target,
         api_version,
         kind,
         data: raw,
         depth: 0,
-    }))
+    })
 }
 
 /// Decodes only the `metadata` of an object's message (of a known `apiVersion` and
@@ -95,12 +96,12 @@ pub fn metadata_from_raw<'de, T: de::Deserialize<'de>>(
         }
     }
     // Several occurrences merge, as in the whole object.
-    T::deserialize(Node::Value(Value {
+    T::deserialize(Value {
         schema,
         field,
-        group: Cow::Borrowed(&occurrences),
+        group: &occurrences,
         depth: 0,
-    }))
+    })
     .map_err(|e| e.at("metadata"))
 }
 
@@ -169,360 +170,30 @@ fn str_of(b: &[u8]) -> Result<&str> {
     std::str::from_utf8(b).map_err(|_| Error::new("apiVersion or kind is not UTF-8"))
 }
 
-/// A node of the message tree, as a visitor is handed it.
-///
-/// Every node is this one type, and what it presents is worked out by non-generic code
-/// ([`Node::shape`]). The code generated per target type is a short dispatch on the
-/// result, with one `visit_map` (over [`Map`]) and one `visit_seq` (over [`Seq`]): this
-/// keeps the cost of each k8s-openapi type small in every crate that decodes it.
-pub(crate) enum Node<'a, 'de> {
-    /// A whole body (an object or a list), with `apiVersion` and `kind`.
-    Top(Top<'de>),
-    /// One message.
-    Msg(Msg<'de>),
-    /// The value of one field: every occurrence of it.
-    Value(Value<'a, 'de>),
-    /// A scalar on its own: a map value or an element of a repeated field.
-    Scalar(Scalar, Data<'de>),
-    /// A string of the envelope (`apiVersion`, `kind`).
-    Str(&'de str),
-    /// The elements of a repeated field.
-    Seq(Elements<'a, 'de>),
-    /// Part of an embedded JSON document.
-    Json(serde_json::Value),
-}
-
-impl<'a, 'de> Node<'a, 'de> {
-    /// What the node presents.
-    fn shape(self) -> Result<Shape<'a, 'de>> {
-        match self {
-            Node::Top(t) => t.shape(),
-            Node::Msg(m) => m.shape(),
-            Node::Value(v) => v.shape(),
-            Node::Scalar(s, d) => scalar(s, d),
-            Node::Str(s) => Ok(Shape::Borrowed(s)),
-            Node::Seq(e) => Ok(Shape::Seq(Seq::Proto(e))),
-            Node::Json(v) => Ok(json_shape(v)),
-        }
-    }
-
-    /// Whether the JSON form is `null` (an `Option` reads as `None`).
-    fn is_null(&self) -> Result<bool> {
-        match self {
-            Node::Msg(m) => m.is_null(),
-            Node::Value(v) => v.is_null(),
-            Node::Json(v) => Ok(v.is_null()),
-            _ => Ok(false),
-        }
-    }
-
-    /// The message's own bytes, for a [`crate::RAW_MESSAGE`] newtype.
-    fn raw_message(&self) -> Option<&'de [u8]> {
-        match self {
-            Node::Top(t) if matches!(t.target, Target::Message(_)) => Some(t.data),
-            Node::Msg(m) if m.special() == Special::None => Some(m.data),
-            _ => None,
-        }
-    }
-}
-
-impl<'de> Deserializer<'de> for Node<'_, 'de> {
+impl<'de> Deserializer<'de> for Top<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        self.shape()?.visit(visitor)
-    }
-
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        if self.is_null()? {
-            visitor.visit_none()
-        } else {
-            visitor.visit_some(self)
-        }
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value> {
-        if name == crate::RAW_MESSAGE
-            && let Some(b) = self.raw_message()
-        {
-            return visitor.visit_borrowed_bytes(b);
-        }
-        visitor.visit_newtype_struct(self)
-    }
-
-    // A struct, a map or a sequence takes only its own shape, as in JSON: its visitor
-    // is not instantiated for the scalar cases.
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value> {
-        match self.shape()? {
-            Shape::Map(m) => visitor.visit_map(m),
-            Shape::Seq(s) => visitor.visit_seq(s),
-            other => Err(other.invalid(&visitor)),
-        }
-    }
-
-    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.shape()? {
-            Shape::Map(m) => visitor.visit_map(m),
-            other => Err(other.invalid(&visitor)),
-        }
-    }
-
-    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.shape()? {
-            Shape::Seq(s) => visitor.visit_seq(s),
-            other => Err(other.invalid(&visitor)),
-        }
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct tuple tuple_struct enum identifier
-    }
-}
-
-/// What a node presents to a visitor.
-enum Shape<'a, 'de> {
-    Unit,
-    Bool(bool),
-    I32(i32),
-    I64(i64),
-    U32(u32),
-    U64(u64),
-    F64(f64),
-    Borrowed(&'de str),
-    Stamp(Stamp),
-    Owned(String),
-    Map(Map<'a, 'de>),
-    Seq(Seq<'a, 'de>),
-}
-
-impl<'de> Shape<'_, 'de> {
-    fn visit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self {
-            Shape::Unit => visitor.visit_unit(),
-            Shape::Bool(v) => visitor.visit_bool(v),
-            Shape::I32(v) => visitor.visit_i32(v),
-            Shape::I64(v) => visitor.visit_i64(v),
-            Shape::U32(v) => visitor.visit_u32(v),
-            Shape::U64(v) => visitor.visit_u64(v),
-            Shape::F64(v) => visitor.visit_f64(v),
-            Shape::Borrowed(s) => visitor.visit_borrowed_str(s),
-            Shape::Stamp(s) => visitor.visit_str(s.as_str()),
-            Shape::Owned(s) => visitor.visit_string(s),
-            Shape::Map(m) => visitor.visit_map(m),
-            Shape::Seq(s) => visitor.visit_seq(s),
-        }
-    }
-
-    /// The error for a visitor that does not take this shape.
-    #[cold]
-    fn invalid(&self, expected: &dyn de::Expected) -> Error {
-        use de::Unexpected as U;
-        let unexpected = match self {
-            Shape::Unit => U::Unit,
-            Shape::Bool(v) => U::Bool(*v),
-            Shape::I32(v) => U::Signed(i64::from(*v)),
-            Shape::I64(v) => U::Signed(*v),
-            Shape::U32(v) => U::Unsigned(u64::from(*v)),
-            Shape::U64(v) => U::Unsigned(*v),
-            Shape::F64(v) => U::Float(*v),
-            Shape::Borrowed(s) => U::Str(s),
-            Shape::Stamp(s) => U::Str(s.as_str()),
-            Shape::Owned(s) => U::Str(s),
-            Shape::Map(_) => U::Map,
-            Shape::Seq(_) => U::Seq,
-        };
-        de::Error::invalid_type(unexpected, expected)
-    }
-}
-
-/// Where a value sits in its parent, for error paths.
-#[derive(Clone, Copy)]
-enum At {
-    Here,
-    Key(&'static str),
-    Index(usize),
-}
-
-impl At {
-    #[cold]
-    fn wrap(self, e: Error) -> Error {
-        match self {
-            At::Here => e,
-            At::Key(k) => e.at(k),
-            At::Index(i) => e.at(&format!("[{i}]")),
-        }
-    }
-}
-
-/// A map key: a field's JSON name, or the key of a map entry.
-enum Key<'de> {
-    Borrowed(&'de str),
-    Owned(String),
-}
-
-impl<'de> Deserializer<'de> for Key<'de> {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self {
-            Key::Borrowed(s) => visitor.visit_borrowed_str(s),
-            Key::Owned(s) => visitor.visit_string(s),
-        }
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
-        struct enum identifier ignored_any
-    }
-}
-
-/// Every map a visitor is handed: one `MapAccess` type, so one `visit_map` per visitor.
-enum Map<'a, 'de> {
-    /// A message's fields.
-    Fields(Fields<'de>),
-    /// A list body.
-    List(ListMap<'de>),
-    /// A map field's entries.
-    Entries(MapEntries<'a, 'de>),
-    /// An embedded JSON object, and the value of the key just read.
-    Json(serde_json::map::IntoIter, Option<serde_json::Value>),
-}
-
-impl<'de> Map<'_, 'de> {
-    fn next_key(&mut self) -> Result<Option<Key<'de>>> {
-        match self {
-            Map::Fields(f) => Ok(f.next_key()?.map(Key::Borrowed)),
-            Map::List(l) => Ok(l.next_key().map(Key::Borrowed)),
-            Map::Entries(m) => m.next_key(),
-            Map::Json(it, pending) => Ok(it.next().map(|(k, v)| {
-                *pending = Some(v);
-                Key::Owned(k)
-            })),
-        }
-    }
-
-    fn next_value(&mut self) -> Result<(Node<'_, 'de>, At)> {
-        match self {
-            Map::Fields(f) => f.next_value(),
-            Map::List(l) => Ok(l.next_value()),
-            Map::Entries(m) => Ok((m.next_value()?, At::Here)),
-            Map::Json(_, pending) => match pending.take() {
-                Some(v) => Ok((Node::Json(v), At::Here)),
-                None => Err(Error::new("a value was asked for before its key")),
-            },
-        }
-    }
-}
-
-impl<'de> MapAccess<'de> for Map<'_, 'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        match self.next_key()? {
-            Some(key) => seed.deserialize(key).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
-        let (node, at) = self.next_value()?;
-        seed.deserialize(node).map_err(|e| at.wrap(e))
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        match self {
-            Map::Fields(_) => None,
-            Map::List(l) => Some(4usize.saturating_sub(usize::from(l.state))),
-            Map::Entries(m) => Some(m.entries.len() - m.pos),
-            Map::Json(it, _) => Some(it.len()),
-        }
-    }
-}
-
-/// Every sequence a visitor is handed: one `SeqAccess` type.
-enum Seq<'a, 'de> {
-    Proto(Elements<'a, 'de>),
-    Json(std::vec::IntoIter<serde_json::Value>),
-}
-
-impl<'de> SeqAccess<'de> for Seq<'_, 'de> {
-    type Error = Error;
-
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
-        let next = match self {
-            Seq::Proto(e) => e.next()?,
-            Seq::Json(it) => it.next().map(|v| (Node::Json(v), At::Here)),
-        };
-        match next {
-            Some((node, at)) => seed.deserialize(node).map(Some).map_err(|e| at.wrap(e)),
-            None => Ok(None),
-        }
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        match self {
-            Seq::Proto(e) => match e.ty {
-                Type::Message(_) => Some(e.entries.len() - e.pos),
-                _ => None,
-            },
-            Seq::Json(it) => Some(it.len()),
-        }
-    }
-}
-
-/// Embedded JSON, presented through the same map and sequence types as protobuf.
-fn json_shape<'a, 'de>(v: serde_json::Value) -> Shape<'a, 'de> {
-    use serde_json::Value as J;
-    match v {
-        J::Null => Shape::Unit,
-        J::Bool(b) => Shape::Bool(b),
-        J::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => Shape::U64(u),
-            (None, Some(i)) => Shape::I64(i),
-            _ => Shape::F64(n.as_f64().unwrap_or_default()),
-        },
-        J::String(s) => Shape::Owned(s),
-        J::Array(a) => Shape::Seq(Seq::Json(a.into_iter())),
-        J::Object(m) => Shape::Map(Map::Json(m.into_iter(), None)),
-    }
-}
-
-impl<'de> Top<'de> {
-    fn shape<'a>(self) -> Result<Shape<'a, 'de>> {
         let header = [("apiVersion", self.api_version), ("kind", self.kind)];
         match self.target {
             Target::Message(idx) => {
-                if self.schema.messages[idx].special != Special::None {
+                let msg = &self.schema.messages[idx];
+                if msg.special != Special::None {
                     return Msg {
                         schema: self.schema,
                         idx,
                         data: self.data,
                         depth: self.depth,
                     }
-                    .shape();
+                    .deserialize_any(visitor);
                 }
-                Ok(Shape::Map(Map::Fields(Fields::new(
+                visitor.visit_map(Fields::new(
                     self.schema,
                     idx,
                     self.data,
                     self.depth,
                     Some(header),
-                )?)))
+                )?)
             }
             Target::List { item, meta } => {
                 let mut meta_bytes: &[u8] = &[];
@@ -544,7 +215,7 @@ impl<'de> Top<'de> {
                         _ => r.skip(wire)?,
                     }
                 }
-                Ok(Shape::Map(Map::List(ListMap {
+                visitor.visit_map(ListMap {
                     schema: self.schema,
                     header,
                     meta,
@@ -553,9 +224,33 @@ impl<'de> Top<'de> {
                     items,
                     state: 0,
                     depth: self.depth,
-                })))
+                })
             }
         }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        if name == crate::RAW_MESSAGE && matches!(self.target, Target::Message(_)) {
+            return visitor.visit_borrowed_bytes(self.data);
+        }
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
 }
 
@@ -571,40 +266,46 @@ struct ListMap<'de> {
     depth: usize,
 }
 
-impl<'de> ListMap<'de> {
-    fn next_key(&self) -> Option<&'static str> {
-        match self.state {
-            0 | 1 => Some(self.header[usize::from(self.state)].0),
-            2 => Some("metadata"),
-            3 => Some("items"),
-            _ => None,
-        }
+impl<'de> MapAccess<'de> for ListMap<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        let key = match self.state {
+            0 | 1 => self.header[usize::from(self.state)].0,
+            2 => "metadata",
+            3 => "items",
+            _ => return Ok(None),
+        };
+        seed.deserialize(key.into_deserializer()).map(Some)
     }
 
-    fn next_value<'b>(&mut self) -> (Node<'b, 'de>, At) {
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         let state = self.state;
-        self.state = self.state.saturating_add(1);
+        self.state += 1;
         match state {
-            0 | 1 => (Node::Str(self.header[usize::from(state)].1), At::Here),
-            2 => (
-                Node::Msg(Msg {
+            0 | 1 => seed.deserialize(self.header[usize::from(state)].1.into_deserializer()),
+            2 => seed
+                .deserialize(Msg {
                     schema: self.schema,
                     idx: self.meta,
                     data: self.meta_bytes,
                     depth: self.depth + 1,
-                }),
-                At::Key("metadata"),
-            ),
-            _ => (
-                Node::Seq(Elements::new(
-                    self.schema,
-                    Type::Message(self.item),
-                    Cow::Owned(std::mem::take(&mut self.items)),
-                    self.depth,
-                )),
-                At::Here,
-            ),
+                })
+                .map_err(|e| e.at("metadata")),
+            _ => {
+                let items = std::mem::take(&mut self.items);
+                seed.deserialize(Repeated {
+                    schema: self.schema,
+                    ty: Type::Message(self.item),
+                    entries: &items,
+                    depth: self.depth,
+                })
+            }
         }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(4usize.saturating_sub(usize::from(self.state)))
     }
 }
 
@@ -619,7 +320,7 @@ struct Entry<'de> {
 }
 
 #[derive(Clone, Copy)]
-pub(crate) enum Data<'de> {
+enum Data<'de> {
     Varint(u64),
     Fixed32(u32),
     Fixed64(u64),
@@ -907,13 +608,15 @@ fn zero_message(schema: &Schema, idx: usize, data: &[u8], depth: usize) -> Resul
     Ok(true)
 }
 
-impl<'de> Fields<'de> {
-    /// The JSON name of the next field to present, or None at the end.
-    fn next_key(&mut self) -> Result<Option<&'static str>> {
+impl<'de> MapAccess<'de> for Fields<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         if let Some(h) = &self.header
             && self.header_pos < 2
         {
-            return Ok(Some(h[self.header_pos].0));
+            let key = h[self.header_pos].0;
+            return seed.deserialize(key.into_deserializer()).map(Some);
         }
         while self.pos < self.entries.len() {
             let start = self.pos;
@@ -931,19 +634,19 @@ impl<'de> Fields<'de> {
                 continue;
             }
             self.pending = (start, end);
-            return Ok(Some(&field.json));
+            let key: &'static str = &field.json;
+            return seed.deserialize(key.into_deserializer()).map(Some);
         }
         Ok(None)
     }
 
-    /// The value of the field [`Fields::next_key`] named.
-    fn next_value(&mut self) -> Result<(Node<'_, 'de>, At)> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         if let Some(h) = &self.header
             && self.header_pos < 2
         {
             let value = h[self.header_pos].1;
             self.header_pos += 1;
-            return Ok((Node::Str(value), At::Here));
+            return seed.deserialize(value.into_deserializer());
         }
         let (start, end) = self.pending;
         let group = &self.entries[start..end];
@@ -951,23 +654,21 @@ impl<'de> Fields<'de> {
             return Err(Error::new("a value was asked for before its key"));
         };
         let field = self.field(first);
-        Ok((
-            Node::Value(Value {
-                schema: self.schema,
-                field,
-                group: Cow::Borrowed(group),
-                depth: self.depth,
-            }),
-            At::Key(&field.json),
-        ))
+        seed.deserialize(Value {
+            schema: self.schema,
+            field,
+            group,
+            depth: self.depth,
+        })
+        .map_err(|e| e.at(&field.json))
     }
 }
 
 /// The value of one field: every occurrence of it in the message.
-pub(crate) struct Value<'a, 'de> {
+struct Value<'a, 'de> {
     schema: &'static Schema,
     field: &'static Field,
-    group: Cow<'a, [Entry<'de>]>,
+    group: &'a [Entry<'de>],
     depth: usize,
 }
 
@@ -992,30 +693,25 @@ impl<'a, 'de> Value<'a, 'de> {
             _ => Ok(false),
         }
     }
+}
 
-    /// The same value, owning its occurrences.
-    fn into_owned<'b>(self) -> Value<'b, 'de> {
-        Value {
-            schema: self.schema,
-            field: self.field,
-            group: Cow::Owned(self.group.into_owned()),
-            depth: self.depth,
-        }
-    }
+impl<'de> Deserializer<'de> for Value<'_, 'de> {
+    type Error = Error;
 
-    fn shape(self) -> Result<Shape<'a, 'de>> {
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         let field = self.field;
         if field.flags & F_REPEATED != 0 {
-            return Ok(Shape::Seq(Seq::Proto(Elements::new(
-                self.schema,
-                field.ty.clone(),
-                self.group,
-                self.depth,
-            ))));
+            return Repeated {
+                schema: self.schema,
+                ty: field.ty.clone(),
+                entries: self.group,
+                depth: self.depth,
+            }
+            .deserialize_any(visitor);
         }
         match &field.ty {
-            Type::Scalar(s) => scalar(*s, self.last()),
-            Type::Map(ks, vt) => Ok(Shape::Map(Map::Entries(MapEntries {
+            Type::Scalar(s) => scalar(*s, self.last(), false, visitor),
+            Type::Map(ks, vt) => visitor.visit_map(MapEntries {
                 schema: self.schema,
                 key: *ks,
                 value: vt,
@@ -1023,16 +719,16 @@ impl<'a, 'de> Value<'a, 'de> {
                 pos: 0,
                 value_bytes: None,
                 depth: self.depth,
-            }))),
+            }),
             Type::Message(m) => {
                 if self.group.len() > 1 && self.schema.messages[*m].special == Special::None {
                     // Go's encoders never write a singular message twice; protobuf merges.
-                    return Ok(Shape::Map(Map::Fields(Fields::new_parts(
+                    return visitor.visit_map(Fields::new_parts(
                         self.schema,
                         *m,
-                        &self.group,
+                        self.group,
                         self.depth + 1,
-                    )?)));
+                    )?);
                 }
                 let data = match self.last() {
                     Data::Bytes(b) => b,
@@ -1044,9 +740,34 @@ impl<'a, 'de> Value<'a, 'de> {
                     data,
                     depth: self.depth + 1,
                 }
-                .shape()
+                .deserialize_any(visitor)
             }
         }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
 }
 
@@ -1054,8 +775,13 @@ fn json_error(e: serde_json::Error) -> Error {
     Error::new(e.to_string())
 }
 
-/// A scalar as its JSON value.
-fn scalar<'a, 'de>(s: Scalar, d: Data<'de>) -> Result<Shape<'a, 'de>> {
+/// A scalar as its JSON value; map keys are always strings.
+fn scalar<'de, V: Visitor<'de>>(
+    s: Scalar,
+    d: Data<'de>,
+    key: bool,
+    visitor: V,
+) -> Result<V::Value> {
     let (v, f32v, f64v) = match d {
         Data::Varint(v) => (v, 0, v),
         Data::Fixed32(v) => (u64::from(v), v, 0),
@@ -1063,77 +789,58 @@ fn scalar<'a, 'de>(s: Scalar, d: Data<'de>) -> Result<Shape<'a, 'de>> {
         Data::Zero => (0, 0, 0),
         Data::Bytes(b) => {
             return match s {
-                Scalar::String => Ok(match std::str::from_utf8(b) {
-                    Ok(text) => Shape::Borrowed(text),
+                Scalar::String => match std::str::from_utf8(b) {
+                    Ok(text) => visitor.visit_borrowed_str(text),
                     // Go's JSON encoder writes invalid UTF-8 as U+FFFD.
-                    Err(_) => Shape::Owned(String::from_utf8_lossy(b).into_owned()),
-                }),
-                Scalar::Bytes => Ok(Shape::Owned(
-                    base64::engine::general_purpose::STANDARD.encode(b),
-                )),
+                    Err(_) => visitor.visit_string(String::from_utf8_lossy(b).into_owned()),
+                },
+                Scalar::Bytes => {
+                    visitor.visit_string(base64::engine::general_purpose::STANDARD.encode(b))
+                }
                 _ => Err(Error::new(format!(
                     "a length-delimited value for a {s:?} field"
                 ))),
             };
         }
     };
-    Ok(match s {
-        Scalar::Int32 | Scalar::Sfixed32 => Shape::I32(v as i32),
-        Scalar::Int64 | Scalar::Sfixed64 => Shape::I64(v as i64),
-        Scalar::Uint32 | Scalar::Fixed32 => Shape::U32(v as u32),
-        Scalar::Uint64 | Scalar::Fixed64 => Shape::U64(v),
-        Scalar::Sint32 => Shape::I32(zigzag32(v)),
-        Scalar::Sint64 => Shape::I64(zigzag64(v)),
-        Scalar::Bool => Shape::Bool(v != 0),
+    if key {
+        let text = match s {
+            Scalar::Bool => (v != 0).to_string(),
+            Scalar::Int32 | Scalar::Sfixed32 => (v as i32).to_string(),
+            Scalar::Int64 | Scalar::Sfixed64 => (v as i64).to_string(),
+            Scalar::Sint32 => zigzag32(v).to_string(),
+            Scalar::Sint64 => zigzag64(v).to_string(),
+            Scalar::String | Scalar::Bytes => String::new(),
+            _ => v.to_string(),
+        };
+        return visitor.visit_string(text);
+    }
+    match s {
+        Scalar::Int32 | Scalar::Sfixed32 => visitor.visit_i32(v as i32),
+        Scalar::Int64 | Scalar::Sfixed64 => visitor.visit_i64(v as i64),
+        Scalar::Uint32 | Scalar::Fixed32 => visitor.visit_u32(v as u32),
+        Scalar::Uint64 | Scalar::Fixed64 => visitor.visit_u64(v),
+        Scalar::Sint32 => visitor.visit_i32(zigzag32(v)),
+        Scalar::Sint64 => visitor.visit_i64(zigzag64(v)),
+        Scalar::Bool => visitor.visit_bool(v != 0),
         Scalar::Float => {
             let f = f32::from_bits(f32v);
             if !f.is_finite() {
                 return Err(Error::new(format!("unsupported float value {f}")));
             }
             // Go prints a float32 with float32 precision.
-            Shape::F64(f.to_string().parse::<f64>().unwrap_or(f64::from(f)))
+            visitor.visit_f64(f.to_string().parse::<f64>().unwrap_or(f64::from(f)))
         }
         Scalar::Double => {
             let f = f64::from_bits(f64v);
             if !f.is_finite() {
                 return Err(Error::new(format!("unsupported float value {f}")));
             }
-            Shape::F64(f)
+            visitor.visit_f64(f)
         }
-        Scalar::String | Scalar::Bytes => Shape::Borrowed(""),
-    })
-}
-
-/// A scalar as a map key: JSON keys are always strings.
-fn scalar_key(s: Scalar, d: Data<'_>) -> Result<Key<'_>> {
-    let v = match d {
-        Data::Varint(v) | Data::Fixed64(v) => v,
-        Data::Fixed32(v) => u64::from(v),
-        Data::Zero => 0,
-        Data::Bytes(b) => {
-            return match s {
-                Scalar::String => Ok(match std::str::from_utf8(b) {
-                    Ok(text) => Key::Borrowed(text),
-                    Err(_) => Key::Owned(String::from_utf8_lossy(b).into_owned()),
-                }),
-                Scalar::Bytes => Ok(Key::Owned(
-                    base64::engine::general_purpose::STANDARD.encode(b),
-                )),
-                _ => Err(Error::new(format!(
-                    "a length-delimited value for a {s:?} field"
-                ))),
-            };
-        }
-    };
-    Ok(Key::Owned(match s {
-        Scalar::Bool => (v != 0).to_string(),
-        Scalar::Int32 | Scalar::Sfixed32 => (v as i32).to_string(),
-        Scalar::Int64 | Scalar::Sfixed64 => (v as i64).to_string(),
-        Scalar::Sint32 => zigzag32(v).to_string(),
-        Scalar::Sint64 => zigzag64(v).to_string(),
-        Scalar::String | Scalar::Bytes => String::new(),
-        _ => v.to_string(),
-    }))
+        Scalar::String => visitor.visit_borrowed_str(""),
+        Scalar::Bytes => visitor.visit_borrowed_str(""),
+    }
 }
 
 fn zigzag32(v: u64) -> i32 {
@@ -1145,8 +852,44 @@ fn zigzag64(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// A scalar value on its own (map keys and values, packed elements).
+struct ScalarDe<'de> {
+    s: Scalar,
+    d: Data<'de>,
+    key: bool,
+}
+
+impl<'de> Deserializer<'de> for ScalarDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        scalar(self.s, self.d, self.key, visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
 /// One message: a map of fields, or the JSON form of a special type.
-pub(crate) struct Msg<'de> {
+struct Msg<'de> {
     schema: &'static Schema,
     idx: usize,
     data: &'de [u8],
@@ -1196,7 +939,7 @@ impl<'de> Msg<'de> {
         Some(Value {
             schema: self.schema,
             field: &msg.fields[fi],
-            group: Cow::Borrowed(group),
+            group,
             depth: self.depth,
         })
     }
@@ -1215,107 +958,36 @@ impl<'de> Msg<'de> {
 
     /// The types whose JSON form is a union or a bare list: the apiextensions
     /// `JSONSchemaPropsOr*` and slice wrappers such as `ExtraValue`.
-    fn union<'a>(self) -> Result<Shape<'a, 'de>> {
+    fn union<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         let entries = self.own_fields()?;
-        let chosen = match self.special() {
+        match self.special() {
             Special::PropsOrArray | Special::PropsOrStringArray => {
                 match self.alternative(&entries) {
-                    Some(v) => v,
-                    None => return Ok(Shape::Unit),
+                    Some(v) => v.deserialize_any(visitor),
+                    None => visitor.visit_unit(),
                 }
             }
             // The schema if any, else the boolean.
             Special::PropsOrBool => match self.group(&entries, "schema") {
-                Some(v) => v,
-                None => {
-                    return Ok(Shape::Bool(
-                        self.group(&entries, "allows")
-                            .is_some_and(|v| !v.last().is_zero()),
-                    ));
-                }
+                Some(v) => v.deserialize_any(visitor),
+                None => visitor.visit_bool(
+                    self.group(&entries, "allows")
+                        .is_some_and(|v| !v.last().is_zero()),
+                ),
             },
             // A slice type: its items.
             _ => match self.group(&entries, "items") {
-                Some(v) => v,
-                None => {
-                    return Ok(Shape::Seq(Seq::Proto(Elements::new(
-                        self.schema,
-                        Type::Scalar(Scalar::String),
-                        Cow::Borrowed(&[]),
-                        self.depth,
-                    ))));
-                }
+                Some(v) => v.deserialize_any(visitor),
+                None => visitor.visit_seq(Elements {
+                    schema: self.schema,
+                    ty: Type::Scalar(Scalar::String),
+                    entries: &[],
+                    pos: 0,
+                    packed: None,
+                    index: 0,
+                    depth: self.depth,
+                }),
             },
-        };
-        chosen.into_owned().shape()
-    }
-
-    fn shape<'a>(self) -> Result<Shape<'a, 'de>> {
-        match self.special() {
-            Special::None => Ok(Shape::Map(Map::Fields(Fields::new(
-                self.schema,
-                self.idx,
-                self.data,
-                self.depth,
-                None,
-            )?))),
-            Special::Time | Special::MicroTime => {
-                if self.data.is_empty() {
-                    return Ok(Shape::Unit);
-                }
-                let micro = self.special() == Special::MicroTime;
-                let (ints, _) = small(self.data)?;
-                let secs = i128::from(ints[1] as i64);
-                let nanos = if micro {
-                    let n = i64::from(ints[2] as i32);
-                    i128::from(n - n % 1000)
-                } else {
-                    // Kubernetes drops the nanoseconds of a Time.
-                    0
-                };
-                Ok(Shape::Stamp(Stamp::new(
-                    secs * 1_000_000_000 + nanos,
-                    micro,
-                )?))
-            }
-            Special::Duration => {
-                let (ints, _) = small(self.data)?;
-                Ok(Shape::Owned(go_duration(ints[1] as i64)))
-            }
-            Special::IntOrString => {
-                let (ints, bytes) = small(self.data)?;
-                match ints[1] {
-                    0 => Ok(Shape::I32(ints[2] as i32)),
-                    1 => Ok(match std::str::from_utf8(bytes[3]) {
-                        Ok(s) => Shape::Borrowed(s),
-                        Err(_) => Shape::Owned(String::from_utf8_lossy(bytes[3]).into_owned()),
-                    }),
-                    t => Err(Error::new(format!("impossible IntOrString type {t}"))),
-                }
-            }
-            Special::Quantity => {
-                let (_, bytes) = small(self.data)?;
-                match std::str::from_utf8(bytes[1]) {
-                    Ok("") => Ok(Shape::Borrowed("0")),
-                    Ok(s) => Ok(Shape::Borrowed(s)),
-                    Err(_) => Err(Error::new("a Quantity is not UTF-8")),
-                }
-            }
-            Special::RawJson => {
-                let raw = raw_bytes(self.data)?;
-                if raw.is_empty() {
-                    return Ok(Shape::Unit);
-                }
-                if raw.starts_with(MAGIC) {
-                    return Top::parse(raw, self.depth + 1)?.shape();
-                }
-                let v: serde_json::Value = serde_json::from_slice(raw).map_err(json_error)?;
-                Ok(json_shape(v))
-            }
-            Special::PropsOrArray
-            | Special::PropsOrBool
-            | Special::PropsOrStringArray
-            | Special::Wrapper => self.union(),
         }
     }
 }
@@ -1349,11 +1021,157 @@ fn small(data: &[u8]) -> Result<([u64; 4], [&[u8]; 4])> {
     Ok((ints, bytes))
 }
 
-/// The elements of a repeated field (packed scalars expanded).
-pub(crate) struct Elements<'a, 'de> {
+impl<'de> Deserializer<'de> for Msg<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.special() {
+            Special::None => visitor.visit_map(Fields::new(
+                self.schema,
+                self.idx,
+                self.data,
+                self.depth,
+                None,
+            )?),
+            Special::Time | Special::MicroTime => {
+                if self.data.is_empty() {
+                    return visitor.visit_unit();
+                }
+                let micro = self.special() == Special::MicroTime;
+                let (ints, _) = small(self.data)?;
+                let secs = i128::from(ints[1] as i64);
+                let nanos = if micro {
+                    let n = i64::from(ints[2] as i32);
+                    i128::from(n - n % 1000)
+                } else {
+                    // Kubernetes drops the nanoseconds of a Time.
+                    0
+                };
+                visitor.visit_str(Stamp::new(secs * 1_000_000_000 + nanos, micro)?.as_str())
+            }
+            Special::Duration => {
+                let (ints, _) = small(self.data)?;
+                visitor.visit_string(go_duration(ints[1] as i64))
+            }
+            Special::IntOrString => {
+                let (ints, bytes) = small(self.data)?;
+                match ints[1] {
+                    0 => visitor.visit_i32(ints[2] as i32),
+                    1 => match std::str::from_utf8(bytes[3]) {
+                        Ok(s) => visitor.visit_borrowed_str(s),
+                        Err(_) => {
+                            visitor.visit_string(String::from_utf8_lossy(bytes[3]).into_owned())
+                        }
+                    },
+                    t => Err(Error::new(format!("impossible IntOrString type {t}"))),
+                }
+            }
+            Special::Quantity => {
+                let (_, bytes) = small(self.data)?;
+                match std::str::from_utf8(bytes[1]) {
+                    Ok("") => visitor.visit_borrowed_str("0"),
+                    Ok(s) => visitor.visit_borrowed_str(s),
+                    Err(_) => Err(Error::new("a Quantity is not UTF-8")),
+                }
+            }
+            Special::RawJson => {
+                let raw = raw_bytes(self.data)?;
+                if raw.is_empty() {
+                    return visitor.visit_unit();
+                }
+                if raw.starts_with(MAGIC) {
+                    return Top::parse(raw, self.depth + 1)?.deserialize_any(visitor);
+                }
+                let mut de = serde_json::Deserializer::from_slice(raw);
+                let v = de::Deserializer::deserialize_any(&mut de, visitor).map_err(json_error)?;
+                de.end().map_err(json_error)?;
+                Ok(v)
+            }
+            Special::PropsOrArray
+            | Special::PropsOrBool
+            | Special::PropsOrStringArray
+            | Special::Wrapper => self.union(visitor),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        if name == crate::RAW_MESSAGE && self.special() == Special::None {
+            return visitor.visit_borrowed_bytes(self.data);
+        }
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// A repeated field: its occurrences (packed scalars expanded) as a sequence.
+struct Repeated<'a, 'de> {
     schema: &'static Schema,
     ty: Type,
-    entries: Cow<'a, [Entry<'de>]>,
+    entries: &'a [Entry<'de>],
+    depth: usize,
+}
+
+impl<'de> Deserializer<'de> for Repeated<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_seq(Elements {
+            schema: self.schema,
+            ty: self.ty,
+            entries: self.entries,
+            pos: 0,
+            packed: None,
+            index: 0,
+            depth: self.depth,
+        })
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+struct Elements<'a, 'de> {
+    schema: &'static Schema,
+    ty: Type,
+    entries: &'a [Entry<'de>],
     pos: usize,
     /// The rest of a packed run of scalars.
     packed: Option<Reader<'de>>,
@@ -1361,35 +1179,22 @@ pub(crate) struct Elements<'a, 'de> {
     depth: usize,
 }
 
-impl<'a, 'de> Elements<'a, 'de> {
-    fn new(
-        schema: &'static Schema,
-        ty: Type,
-        entries: Cow<'a, [Entry<'de>]>,
-        depth: usize,
-    ) -> Self {
-        Self {
-            schema,
-            ty,
-            entries,
-            pos: 0,
-            packed: None,
-            index: 0,
-            depth,
-        }
-    }
+impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
+    type Error = Error;
 
-    /// The next element, and where it sits.
-    fn next<'b>(&mut self) -> Result<Option<(Node<'b, 'de>, At)>> {
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         let index = self.index;
-        let at = At::Index(index);
+        let at = |e: Error| e.at(&format!("[{index}]"));
         if let Type::Scalar(s) = self.ty {
             loop {
                 if let Some(r) = &mut self.packed {
                     if !r.at_end() {
-                        let d = read_data(r, s.wire_type()).map_err(|e| at.wrap(e))?;
+                        let d = read_data(r, s.wire_type()).map_err(at)?;
                         self.index += 1;
-                        return Ok(Some((Node::Scalar(s, d), at)));
+                        return seed
+                            .deserialize(ScalarDe { s, d, key: false })
+                            .map(Some)
+                            .map_err(at);
                     }
                     self.packed = None;
                 }
@@ -1401,7 +1206,10 @@ impl<'a, 'de> Elements<'a, 'de> {
                     Data::Bytes(b) if s.wire_type() != 2 => self.packed = Some(Reader::new(b)),
                     d => {
                         self.index += 1;
-                        return Ok(Some((Node::Scalar(s, d), at)));
+                        return seed
+                            .deserialize(ScalarDe { s, d, key: false })
+                            .map(Some)
+                            .map_err(at);
                     }
                 }
             }
@@ -1412,21 +1220,26 @@ impl<'a, 'de> Elements<'a, 'de> {
         self.pos += 1;
         self.index += 1;
         let Type::Message(m) = self.ty else {
-            return Err(at.wrap(Error::new("nested maps are not supported")));
+            return Err(Error::new("nested maps are not supported"));
         };
         let data = match e.data {
             Data::Bytes(b) => b,
             _ => &[],
         };
-        Ok(Some((
-            Node::Msg(Msg {
-                schema: self.schema,
-                idx: m,
-                data,
-                depth: self.depth + 1,
-            }),
-            at,
-        )))
+        let v = seed.deserialize(Msg {
+            schema: self.schema,
+            idx: m,
+            data,
+            depth: self.depth + 1,
+        });
+        v.map(Some).map_err(at)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        match self.ty {
+            Type::Message(_) => Some(self.entries.len() - self.pos),
+            _ => None,
+        }
     }
 }
 
@@ -1435,14 +1248,16 @@ struct MapEntries<'a, 'de> {
     schema: &'static Schema,
     key: Scalar,
     value: &'static Type,
-    entries: Cow<'a, [Entry<'de>]>,
+    entries: &'a [Entry<'de>],
     pos: usize,
     value_bytes: Option<Data<'de>>,
     depth: usize,
 }
 
-impl<'de> MapEntries<'_, 'de> {
-    fn next_key(&mut self) -> Result<Option<Key<'de>>> {
+impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         let Some(e) = self.entries.get(self.pos) else {
             return Ok(None);
         };
@@ -1479,14 +1294,23 @@ impl<'de> MapEntries<'_, 'de> {
             }
         }
         self.value_bytes = Some(value);
-        scalar_key(self.key, key).map(Some)
+        seed.deserialize(ScalarDe {
+            s: self.key,
+            d: key,
+            key: true,
+        })
+        .map(Some)
     }
 
-    fn next_value<'b>(&mut self) -> Result<Node<'b, 'de>> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         let d = self.value_bytes.take().unwrap_or(Data::Zero);
         match self.value {
-            Type::Scalar(s) => Ok(Node::Scalar(*s, d)),
-            Type::Message(m) => Ok(Node::Msg(Msg {
+            Type::Scalar(s) => seed.deserialize(ScalarDe {
+                s: *s,
+                d,
+                key: false,
+            }),
+            Type::Message(m) => seed.deserialize(Msg {
                 schema: self.schema,
                 idx: *m,
                 data: match d {
@@ -1494,9 +1318,13 @@ impl<'de> MapEntries<'_, 'de> {
                     _ => &[],
                 },
                 depth: self.depth + 1,
-            })),
+            }),
             Type::Map(..) => Err(Error::new("nested maps are not supported")),
         }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.entries.len() - self.pos)
     }
 }
 
