@@ -16,10 +16,9 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
-use serde::de::{
-    self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor,
-    value::{BorrowedStrDeserializer, StringDeserializer},
-};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::forward_to_deserialize_any;
+use std::marker::PhantomData;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -223,6 +222,27 @@ impl Key<'_> {
     }
 }
 
+/// A key handed on to the target's visitor: one deserializer for both forms, so the
+/// visitor's field identifier is instantiated once.
+struct KeyDe<'de, E>(Key<'de>, PhantomData<E>);
+
+impl<'de, E: de::Error> Deserializer<'de> for KeyDe<'de, E> {
+    type Error = E;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
+        match self.0 {
+            Key::Borrowed(s) => visitor.visit_borrowed_str(s),
+            Key::Owned(s) => visitor.visit_string(s),
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+        struct enum identifier ignored_any
+    }
+}
+
 struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
@@ -267,11 +287,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for ProxyMap<A> {
                 Level::Object => self.metadata_next = key.as_str() == "metadata",
                 Level::Metadata => {}
             }
-            return match key {
-                Key::Borrowed(s) => seed.deserialize(BorrowedStrDeserializer::new(s)),
-                Key::Owned(s) => seed.deserialize(StringDeserializer::new(s)),
-            }
-            .map(Some);
+            return seed.deserialize(KeyDe(key, PhantomData)).map(Some);
         }
     }
 

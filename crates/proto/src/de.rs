@@ -21,7 +21,7 @@ use crate::wire::{Reader, Unknown};
 use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
 use serde::de::{
-    self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor,
+    self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
 };
 use serde::forward_to_deserialize_any;
 
@@ -166,6 +166,47 @@ impl<'de> Top<'de> {
     }
 }
 
+impl<'de> Top<'de> {
+    /// A list body's metadata and items (outside the generic visit: it is the same for
+    /// every target type).
+    fn list(
+        &self,
+        item: usize,
+        meta: usize,
+        header: [(&'static str, &'de str); 2],
+    ) -> Result<ListMap<'de>> {
+        let mut meta_bytes: &[u8] = &[];
+        let mut items = Vec::new();
+        let mut r = Reader::new(self.data);
+        while let Some((num, wire)) = r.key()? {
+            match (num, wire) {
+                (1, 2) => meta_bytes = r.bytes()?,
+                (2, 2) => items.push(Entry {
+                    owner: item as u32,
+                    field: 0,
+                    data: Data::Bytes(r.bytes()?),
+                }),
+                (1 | 2, _) => {
+                    return Err(Error::new(format!(
+                        "wire type {wire} is wrong for field {num} of a list"
+                    )));
+                }
+                _ => r.skip(wire)?,
+            }
+        }
+        Ok(ListMap {
+            schema: self.schema,
+            header,
+            meta,
+            meta_bytes,
+            item,
+            items,
+            state: 0,
+            depth: self.depth,
+        })
+    }
+}
+
 fn str_of(b: &[u8]) -> Result<&str> {
     std::str::from_utf8(b).map_err(|_| Error::new("apiVersion or kind is not UTF-8"))
 }
@@ -187,44 +228,16 @@ impl<'de> Deserializer<'de> for Top<'de> {
                     }
                     .deserialize_any(visitor);
                 }
-                visitor.visit_map(Fields::new(
+                visitor.visit_map(Map::Fields(Fields::new(
                     self.schema,
                     idx,
                     self.data,
                     self.depth,
                     Some(header),
-                )?)
+                )?))
             }
             Target::List { item, meta } => {
-                let mut meta_bytes: &[u8] = &[];
-                let mut items = Vec::new();
-                let mut r = Reader::new(self.data);
-                while let Some((num, wire)) = r.key()? {
-                    match (num, wire) {
-                        (1, 2) => meta_bytes = r.bytes()?,
-                        (2, 2) => items.push(Entry {
-                            owner: item as u32,
-                            field: 0,
-                            data: Data::Bytes(r.bytes()?),
-                        }),
-                        (1 | 2, _) => {
-                            return Err(Error::new(format!(
-                                "wire type {wire} is wrong for field {num} of a list"
-                            )));
-                        }
-                        _ => r.skip(wire)?,
-                    }
-                }
-                visitor.visit_map(ListMap {
-                    schema: self.schema,
-                    header,
-                    meta,
-                    meta_bytes,
-                    item,
-                    items,
-                    state: 0,
-                    depth: self.depth,
-                })
+                visitor.visit_map(Map::List(self.list(item, meta, header)?))
             }
         }
     }
@@ -254,6 +267,112 @@ impl<'de> Deserializer<'de> for Top<'de> {
     }
 }
 
+/// Every map this format presents, as one `MapAccess` type: a message's fields, a map
+/// field's entries and a list body. A struct's visitor (`visit_map`) is the largest code
+/// a target type has, and it is instantiated once per map type it can meet.
+enum Map<'a, 'de> {
+    Fields(Fields<'de>),
+    Entries(MapEntries<'a, 'de>),
+    List(ListMap<'de>),
+}
+
+impl<'de> MapAccess<'de> for Map<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        let key = match self {
+            Map::Fields(m) => m.next_key()?,
+            Map::Entries(m) => m.next_key()?,
+            Map::List(m) => m.next_key(),
+        };
+        match key {
+            Some(key) => seed.deserialize(key).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        match self {
+            Map::Fields(m) => m.next_value(seed),
+            Map::Entries(m) => m.next_value(seed),
+            Map::List(m) => m.next_value(seed),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        match self {
+            Map::Fields(_) => None,
+            Map::Entries(m) => Some(m.entries.len() - m.pos),
+            Map::List(m) => Some(4usize.saturating_sub(usize::from(m.state))),
+        }
+    }
+}
+
+/// A map key: a field's JSON name, or a map entry's key as text (JSON keys are strings).
+enum Key<'de> {
+    Str(&'de str),
+    Owned(String),
+}
+
+impl<'de> Deserializer<'de> for Key<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self {
+            Key::Str(s) => visitor.visit_borrowed_str(s),
+            Key::Owned(s) => visitor.visit_string(s),
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+        struct enum identifier ignored_any
+    }
+}
+
+/// A map entry's key as its JSON text.
+fn key_text<'de>(s: Scalar, d: Data<'de>) -> Result<Key<'de>> {
+    let v = match d {
+        Data::Varint(v) | Data::Fixed64(v) => v,
+        Data::Fixed32(v) => u64::from(v),
+        Data::Zero => 0,
+        Data::Bytes(b) => {
+            return match s {
+                Scalar::String => Ok(match std::str::from_utf8(b) {
+                    Ok(text) => Key::Str(text),
+                    Err(_) => Key::Owned(String::from_utf8_lossy(b).into_owned()),
+                }),
+                Scalar::Bytes => Ok(Key::Owned(
+                    base64::engine::general_purpose::STANDARD.encode(b),
+                )),
+                _ => Err(Error::new(format!(
+                    "a length-delimited value for a {s:?} map key"
+                ))),
+            };
+        }
+    };
+    Ok(Key::Owned(match s {
+        Scalar::Bool => (v != 0).to_string(),
+        Scalar::Int32 | Scalar::Sfixed32 => (v as i32).to_string(),
+        Scalar::Int64 | Scalar::Sfixed64 => (v as i64).to_string(),
+        Scalar::Sint32 => zigzag32(v).to_string(),
+        Scalar::Sint64 => zigzag64(v).to_string(),
+        Scalar::Uint32 | Scalar::Fixed32 => (v as u32).to_string(),
+        Scalar::String | Scalar::Bytes => String::new(),
+        _ => v.to_string(),
+    }))
+}
+
+/// A string value that is not on the wire (a body's `apiVersion` and `kind`), through
+/// the deserializer scalars use rather than one more deserializer type per target.
+fn text(s: &str) -> ScalarDe<'_> {
+    ScalarDe {
+        s: Scalar::String,
+        d: Data::Bytes(s.as_bytes()),
+    }
+}
+
 /// A list body as a map: apiVersion, kind, metadata, items.
 struct ListMap<'de> {
     schema: &'static Schema,
@@ -266,24 +385,21 @@ struct ListMap<'de> {
     depth: usize,
 }
 
-impl<'de> MapAccess<'de> for ListMap<'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        let key = match self.state {
+impl<'de> ListMap<'de> {
+    fn next_key(&mut self) -> Option<Key<'de>> {
+        Some(Key::Str(match self.state {
             0 | 1 => self.header[usize::from(self.state)].0,
             2 => "metadata",
             3 => "items",
-            _ => return Ok(None),
-        };
-        seed.deserialize(key.into_deserializer()).map(Some)
+            _ => return None,
+        }))
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+    fn next_value<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         let state = self.state;
         self.state += 1;
         match state {
-            0 | 1 => seed.deserialize(self.header[usize::from(state)].1.into_deserializer()),
+            0 | 1 => seed.deserialize(text(self.header[usize::from(state)].1)),
             2 => seed
                 .deserialize(Msg {
                     schema: self.schema,
@@ -302,10 +418,6 @@ impl<'de> MapAccess<'de> for ListMap<'de> {
                 })
             }
         }
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(4usize.saturating_sub(usize::from(self.state)))
     }
 }
 
@@ -608,15 +720,12 @@ fn zero_message(schema: &Schema, idx: usize, data: &[u8], depth: usize) -> Resul
     Ok(true)
 }
 
-impl<'de> MapAccess<'de> for Fields<'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+impl<'de> Fields<'de> {
+    fn next_key(&mut self) -> Result<Option<Key<'de>>> {
         if let Some(h) = &self.header
             && self.header_pos < 2
         {
-            let key = h[self.header_pos].0;
-            return seed.deserialize(key.into_deserializer()).map(Some);
+            return Ok(Some(Key::Str(h[self.header_pos].0)));
         }
         while self.pos < self.entries.len() {
             let start = self.pos;
@@ -634,19 +743,18 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                 continue;
             }
             self.pending = (start, end);
-            let key: &'static str = &field.json;
-            return seed.deserialize(key.into_deserializer()).map(Some);
+            return Ok(Some(Key::Str(&field.json)));
         }
         Ok(None)
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+    fn next_value<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         if let Some(h) = &self.header
             && self.header_pos < 2
         {
             let value = h[self.header_pos].1;
             self.header_pos += 1;
-            return seed.deserialize(value.into_deserializer());
+            return seed.deserialize(text(value));
         }
         let (start, end) = self.pending;
         let group = &self.entries[start..end];
@@ -710,8 +818,8 @@ impl<'de> Deserializer<'de> for Value<'_, 'de> {
             .deserialize_any(visitor);
         }
         match &field.ty {
-            Type::Scalar(s) => scalar(*s, self.last(), false, visitor),
-            Type::Map(ks, vt) => visitor.visit_map(MapEntries {
+            Type::Scalar(s) => scalar(*s, self.last(), visitor),
+            Type::Map(ks, vt) => visitor.visit_map(Map::Entries(MapEntries {
                 schema: self.schema,
                 key: *ks,
                 value: vt,
@@ -719,16 +827,16 @@ impl<'de> Deserializer<'de> for Value<'_, 'de> {
                 pos: 0,
                 value_bytes: None,
                 depth: self.depth,
-            }),
+            })),
             Type::Message(m) => {
                 if self.group.len() > 1 && self.schema.messages[*m].special == Special::None {
                     // Go's encoders never write a singular message twice; protobuf merges.
-                    return visitor.visit_map(Fields::new_parts(
+                    return visitor.visit_map(Map::Fields(Fields::new_parts(
                         self.schema,
                         *m,
                         self.group,
                         self.depth + 1,
-                    )?);
+                    )?));
                 }
                 let data = match self.last() {
                     Data::Bytes(b) => b,
@@ -775,13 +883,8 @@ fn json_error(e: serde_json::Error) -> Error {
     Error::new(e.to_string())
 }
 
-/// A scalar as its JSON value; map keys are always strings.
-fn scalar<'de, V: Visitor<'de>>(
-    s: Scalar,
-    d: Data<'de>,
-    key: bool,
-    visitor: V,
-) -> Result<V::Value> {
+/// A scalar as its JSON value.
+fn scalar<'de, V: Visitor<'de>>(s: Scalar, d: Data<'de>, visitor: V) -> Result<V::Value> {
     let (v, f32v, f64v) = match d {
         Data::Varint(v) => (v, 0, v),
         Data::Fixed32(v) => (u64::from(v), v, 0),
@@ -803,18 +906,6 @@ fn scalar<'de, V: Visitor<'de>>(
             };
         }
     };
-    if key {
-        let text = match s {
-            Scalar::Bool => (v != 0).to_string(),
-            Scalar::Int32 | Scalar::Sfixed32 => (v as i32).to_string(),
-            Scalar::Int64 | Scalar::Sfixed64 => (v as i64).to_string(),
-            Scalar::Sint32 => zigzag32(v).to_string(),
-            Scalar::Sint64 => zigzag64(v).to_string(),
-            Scalar::String | Scalar::Bytes => String::new(),
-            _ => v.to_string(),
-        };
-        return visitor.visit_string(text);
-    }
     match s {
         Scalar::Int32 | Scalar::Sfixed32 => visitor.visit_i32(v as i32),
         Scalar::Int64 | Scalar::Sfixed64 => visitor.visit_i64(v as i64),
@@ -823,24 +914,27 @@ fn scalar<'de, V: Visitor<'de>>(
         Scalar::Sint32 => visitor.visit_i32(zigzag32(v)),
         Scalar::Sint64 => visitor.visit_i64(zigzag64(v)),
         Scalar::Bool => visitor.visit_bool(v != 0),
-        Scalar::Float => {
-            let f = f32::from_bits(f32v);
-            if !f.is_finite() {
-                return Err(Error::new(format!("unsupported float value {f}")));
-            }
-            // Go prints a float32 with float32 precision.
-            visitor.visit_f64(f.to_string().parse::<f64>().unwrap_or(f64::from(f)))
-        }
-        Scalar::Double => {
-            let f = f64::from_bits(f64v);
-            if !f.is_finite() {
-                return Err(Error::new(format!("unsupported float value {f}")));
-            }
-            visitor.visit_f64(f)
-        }
+        Scalar::Float => visitor.visit_f64(float(s, u64::from(f32v))?),
+        Scalar::Double => visitor.visit_f64(float(s, f64v)?),
         Scalar::String => visitor.visit_borrowed_str(""),
         Scalar::Bytes => visitor.visit_borrowed_str(""),
     }
+}
+
+/// A float or double field's value as JSON has it (finite only).
+#[inline(never)]
+fn float(s: Scalar, bits: u64) -> Result<f64> {
+    let f = if s == Scalar::Float {
+        let f = f32::from_bits(bits as u32);
+        // Go prints a float32 with float32 precision.
+        f.to_string().parse::<f64>().unwrap_or(f64::from(f))
+    } else {
+        f64::from_bits(bits)
+    };
+    if !f.is_finite() {
+        return Err(Error::new(format!("unsupported float value {f}")));
+    }
+    Ok(f)
 }
 
 fn zigzag32(v: u64) -> i32 {
@@ -856,14 +950,13 @@ fn zigzag64(v: u64) -> i64 {
 struct ScalarDe<'de> {
     s: Scalar,
     d: Data<'de>,
-    key: bool,
 }
 
 impl<'de> Deserializer<'de> for ScalarDe<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        scalar(self.s, self.d, self.key, visitor)
+        scalar(self.s, self.d, visitor)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
@@ -992,6 +1085,57 @@ impl<'de> Msg<'de> {
     }
 }
 
+/// The JSON form of a message that reads as a scalar: Time, MicroTime, Duration,
+/// IntOrString and Quantity.
+enum Form<'de> {
+    Null,
+    Stamp(Stamp),
+    Owned(String),
+    Borrowed(&'de str),
+    Int(i32),
+}
+
+impl<'de> Msg<'de> {
+    /// The scalar form of this message, worked out once for every target type (the
+    /// generic visit only hands it over).
+    #[inline(never)]
+    fn form(&self) -> Result<Form<'de>> {
+        let (ints, bytes) = small(self.data)?;
+        Ok(match self.special() {
+            Special::Time | Special::MicroTime => {
+                if self.data.is_empty() {
+                    return Ok(Form::Null);
+                }
+                let micro = self.special() == Special::MicroTime;
+                let secs = i128::from(ints[1] as i64);
+                let nanos = if micro {
+                    let n = i64::from(ints[2] as i32);
+                    i128::from(n - n % 1000)
+                } else {
+                    // Kubernetes drops the nanoseconds of a Time.
+                    0
+                };
+                Form::Stamp(Stamp::new(secs * 1_000_000_000 + nanos, micro)?)
+            }
+            Special::Duration => Form::Owned(go_duration(ints[1] as i64)),
+            Special::IntOrString => match ints[1] {
+                0 => Form::Int(ints[2] as i32),
+                1 => match std::str::from_utf8(bytes[3]) {
+                    Ok(s) => Form::Borrowed(s),
+                    Err(_) => Form::Owned(String::from_utf8_lossy(bytes[3]).into_owned()),
+                },
+                t => return Err(Error::new(format!("impossible IntOrString type {t}"))),
+            },
+            Special::Quantity => match std::str::from_utf8(bytes[1]) {
+                Ok("") => Form::Borrowed("0"),
+                Ok(s) => Form::Borrowed(s),
+                Err(_) => return Err(Error::new("a Quantity is not UTF-8")),
+            },
+            other => return Err(Error::new(format!("{other:?} is not a scalar form"))),
+        })
+    }
+}
+
 /// The `raw` bytes (field 1) of a RawExtension-like message.
 fn raw_bytes(data: &[u8]) -> Result<&[u8]> {
     let mut raw: &[u8] = &[];
@@ -1026,54 +1170,24 @@ impl<'de> Deserializer<'de> for Msg<'de> {
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         match self.special() {
-            Special::None => visitor.visit_map(Fields::new(
+            Special::None => visitor.visit_map(Map::Fields(Fields::new(
                 self.schema,
                 self.idx,
                 self.data,
                 self.depth,
                 None,
-            )?),
-            Special::Time | Special::MicroTime => {
-                if self.data.is_empty() {
-                    return visitor.visit_unit();
-                }
-                let micro = self.special() == Special::MicroTime;
-                let (ints, _) = small(self.data)?;
-                let secs = i128::from(ints[1] as i64);
-                let nanos = if micro {
-                    let n = i64::from(ints[2] as i32);
-                    i128::from(n - n % 1000)
-                } else {
-                    // Kubernetes drops the nanoseconds of a Time.
-                    0
-                };
-                visitor.visit_str(Stamp::new(secs * 1_000_000_000 + nanos, micro)?.as_str())
-            }
-            Special::Duration => {
-                let (ints, _) = small(self.data)?;
-                visitor.visit_string(go_duration(ints[1] as i64))
-            }
-            Special::IntOrString => {
-                let (ints, bytes) = small(self.data)?;
-                match ints[1] {
-                    0 => visitor.visit_i32(ints[2] as i32),
-                    1 => match std::str::from_utf8(bytes[3]) {
-                        Ok(s) => visitor.visit_borrowed_str(s),
-                        Err(_) => {
-                            visitor.visit_string(String::from_utf8_lossy(bytes[3]).into_owned())
-                        }
-                    },
-                    t => Err(Error::new(format!("impossible IntOrString type {t}"))),
-                }
-            }
-            Special::Quantity => {
-                let (_, bytes) = small(self.data)?;
-                match std::str::from_utf8(bytes[1]) {
-                    Ok("") => visitor.visit_borrowed_str("0"),
-                    Ok(s) => visitor.visit_borrowed_str(s),
-                    Err(_) => Err(Error::new("a Quantity is not UTF-8")),
-                }
-            }
+            )?)),
+            Special::Time
+            | Special::MicroTime
+            | Special::Duration
+            | Special::IntOrString
+            | Special::Quantity => match self.form()? {
+                Form::Null => visitor.visit_unit(),
+                Form::Stamp(s) => visitor.visit_str(s.as_str()),
+                Form::Owned(s) => visitor.visit_string(s),
+                Form::Borrowed(s) => visitor.visit_borrowed_str(s),
+                Form::Int(i) => visitor.visit_i32(i),
+            },
             Special::RawJson => {
                 let raw = raw_bytes(self.data)?;
                 if raw.is_empty() {
@@ -1192,7 +1306,7 @@ impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
                         let d = read_data(r, s.wire_type()).map_err(at)?;
                         self.index += 1;
                         return seed
-                            .deserialize(ScalarDe { s, d, key: false })
+                            .deserialize(ScalarDe { s, d })
                             .map(Some)
                             .map_err(at);
                     }
@@ -1207,7 +1321,7 @@ impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
                     d => {
                         self.index += 1;
                         return seed
-                            .deserialize(ScalarDe { s, d, key: false })
+                            .deserialize(ScalarDe { s, d })
                             .map(Some)
                             .map_err(at);
                     }
@@ -1254,10 +1368,8 @@ struct MapEntries<'a, 'de> {
     depth: usize,
 }
 
-impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+impl<'de> MapEntries<'_, 'de> {
+    fn next_key(&mut self) -> Result<Option<Key<'de>>> {
         let Some(e) = self.entries.get(self.pos) else {
             return Ok(None);
         };
@@ -1294,22 +1406,13 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
             }
         }
         self.value_bytes = Some(value);
-        seed.deserialize(ScalarDe {
-            s: self.key,
-            d: key,
-            key: true,
-        })
-        .map(Some)
+        key_text(self.key, key).map(Some)
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+    fn next_value<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         let d = self.value_bytes.take().unwrap_or(Data::Zero);
         match self.value {
-            Type::Scalar(s) => seed.deserialize(ScalarDe {
-                s: *s,
-                d,
-                key: false,
-            }),
+            Type::Scalar(s) => seed.deserialize(ScalarDe { s: *s, d }),
             Type::Message(m) => seed.deserialize(Msg {
                 schema: self.schema,
                 idx: *m,
@@ -1321,10 +1424,6 @@ impl<'de> MapAccess<'de> for MapEntries<'_, 'de> {
             }),
             Type::Map(..) => Err(Error::new("nested maps are not supported")),
         }
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.entries.len() - self.pos)
     }
 }
 
