@@ -721,6 +721,7 @@ fn zero_message(schema: &Schema, idx: usize, data: &[u8], depth: usize) -> Resul
 }
 
 impl<'de> Fields<'de> {
+    #[inline(always)]
     fn next_key(&mut self) -> Result<Option<Key<'de>>> {
         if let Some(h) = &self.header
             && self.header_pos < 2
@@ -748,6 +749,7 @@ impl<'de> Fields<'de> {
         Ok(None)
     }
 
+    #[inline(always)]
     fn next_value<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         if let Some(h) = &self.header
             && self.header_pos < 2
