@@ -18,7 +18,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::de::Top;
+use crate::de::embedded;
 use crate::encode::ld;
 use crate::wire::{Reader, Unknown};
 use crate::{Error, MAGIC};
@@ -142,7 +142,7 @@ impl<'de> MapAccess<'de> for Event<'de> {
         if self.state == 1 {
             return seed.deserialize(self.kind.into_deserializer());
         }
-        seed.deserialize(Top::parse(self.raw, 1)?)
+        embedded(seed, self.raw, 1)
             .map_err(|e| e.at("object"))
     }
 }

@@ -418,3 +418,52 @@ fn partial_object_metadata_of_any_kind() {
 fn one_named(v: &Value) -> kubewright_core::PartialObjectMetadata {
     serde_json::from_value(v.clone()).unwrap()
 }
+
+#[test]
+fn embedded_json_of_every_shape_decodes_as_through_json() {
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    let data = json!({"spec": {"replicas": 3, "ratio": 0.25, "offset": -7, "big": 18446744073709551615u64,
+        "on": true, "none": null, "name": "w\u{e9}b", "list": [1, "two", [3], {"four": 4}, null, false],
+        "empty": {}, "nested": {"a": {"b": {"c": []}}}}});
+    let cr = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": "r1", "namespace": "default"}, "revision": 2, "data": data});
+    let body = kubewright_proto::encode(&cr).unwrap();
+    same::<ControllerRevision>(&body);
+    let direct: ControllerRevision = kubewright_proto::from_slice(&body).unwrap();
+    assert_eq!(direct.data.0, data);
+
+    // A typed target reads the embedded JSON's members, options and sequences.
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Spec {
+        replicas: i32,
+        ratio: f64,
+        offset: i64,
+        big: u64,
+        on: bool,
+        none: Option<String>,
+        name: String,
+        empty: std::collections::BTreeMap<String, i32>,
+        nested: Value,
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Data {
+        spec: Spec,
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Revision {
+        revision: i64,
+        data: Data,
+    }
+    let typed: Revision = kubewright_proto::from_slice(&body).unwrap();
+    let via_json: Revision = serde_json::from_value(cr).unwrap();
+    assert_eq!(typed, via_json);
+    assert_eq!(typed.data.spec.name, "w\u{e9}b");
+
+    // A type mismatch inside the embedded JSON is an error, not a panic.
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Wrong {
+        data: std::collections::BTreeMap<String, Vec<i32>>,
+    }
+    assert!(kubewright_proto::from_slice::<Wrong>(&body).is_err());
+}
