@@ -18,9 +18,9 @@
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::forward_to_deserialize_any;
-use std::marker::PhantomData;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::marker::PhantomData;
 
 /// An object decoded without `metadata.managedFields` (it reads as absent).
 ///

@@ -20,9 +20,7 @@ use crate::value::{Stamp, go_duration};
 use crate::wire::{Reader, Unknown};
 use crate::{Error, F_INLINE, F_OMIT_EMPTY, F_OMIT_ZERO, F_REPEATED, MAGIC, MAX_DEPTH};
 use base64::Engine as _;
-use serde::de::{
-    self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -35,7 +33,7 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// Malformed input is an [`Error`] naming what was wrong and where, never a panic.
 pub fn from_slice<'de, T: de::Deserialize<'de>>(body: &'de [u8]) -> Result<T> {
     let top = Top::parse(body, 0)?;
-    T::deserialize(Node::Top(Box::new(top)))
+    T::deserialize(top)
 }
 
 /// Decodes the message of a known `apiVersion` and `kind` without the `k8s\0` envelope
@@ -47,14 +45,14 @@ pub fn from_raw<'de, T: de::Deserialize<'de>>(
 ) -> Result<T> {
     let schema = schema()?;
     let target = target_of(schema, api_version, kind)?;
-    T::deserialize(Node::Top(Box::new(Top {
+    T::deserialize(Top {
         schema,
         target,
         api_version,
         kind,
         data: raw,
         depth: 0,
-    })))
+    })
 }
 
 /// Decodes only the `metadata` of an object's message (of a known `apiVersion` and
@@ -96,22 +94,13 @@ pub fn metadata_from_raw<'de, T: de::Deserialize<'de>>(
         }
     }
     // Several occurrences merge, as in the whole object.
-    T::deserialize(Node::Value(Value {
+    T::deserialize(Value {
         schema,
         field,
         group: &occurrences,
         depth: 0,
-    }))
+    })
     .map_err(|e| e.at("metadata"))
-}
-
-/// Decodes a body (with its envelope) embedded in another, e.g. a watch event's object.
-pub(crate) fn embedded<'de, S: DeserializeSeed<'de>>(
-    seed: S,
-    body: &'de [u8],
-    depth: usize,
-) -> Result<S::Value> {
-    seed.deserialize(Node::Top(Box::new(Top::parse(body, depth)?)))
 }
 
 fn schema() -> Result<&'static Schema> {
@@ -127,7 +116,7 @@ fn target_of(schema: &Schema, api_version: &str, kind: &str) -> Result<Target> {
 }
 
 /// A whole body: the envelope's object, with `apiVersion` and `kind`.
-struct Top<'de> {
+pub(crate) struct Top<'de> {
     schema: &'static Schema,
     target: Target,
     api_version: &'de str,
@@ -137,7 +126,7 @@ struct Top<'de> {
 }
 
 impl<'de> Top<'de> {
-    fn parse(body: &'de [u8], depth: usize) -> Result<Self> {
+    pub(crate) fn parse(body: &'de [u8], depth: usize) -> Result<Self> {
         let u = Unknown::parse(body)?;
         if depth > MAX_DEPTH {
             return Err(Error::new(format!(
@@ -216,13 +205,9 @@ impl<'de> Top<'de> {
     }
 }
 
-fn str_of(b: &[u8]) -> Result<&str> {
-    std::str::from_utf8(b).map_err(|_| Error::new("apiVersion or kind is not UTF-8"))
-}
-
 impl<'de> Top<'de> {
     /// The body's map, or the message of a kind whose JSON form is not an object
-    /// (outside the generic visit).
+    /// (outside the generic visit: it is the same for every target type).
     fn open(&self) -> Result<Result<Map<'de, 'de>, Msg<'de>>> {
         let header = [("apiVersion", self.api_version), ("kind", self.kind)];
         match self.target {
@@ -246,76 +231,19 @@ impl<'de> Top<'de> {
             Target::List { item, meta } => Ok(Ok(Map::List(self.list(item, meta, header)?))),
         }
     }
-
-    fn visit<V: Visitor<'de>>(self: Box<Self>, visitor: V) -> Result<V::Value> {
-        match self.open()? {
-            Ok(map) => visitor.visit_map(map),
-            Err(msg) => msg.visit(visitor),
-        }
-    }
 }
 
-/// Every value this format presents, as one `Deserializer` type: each target type is
-/// deserialized from it once, whatever the value's form on the wire.
-enum Node<'a, 'de> {
-    /// A whole body (or an object embedded as protobuf in a RawExtension); boxed, as
-    /// the largest and rarest form.
-    Top(Box<Top<'de>>),
-    /// A field of a message.
-    Value(Value<'a, 'de>),
-    /// A message on its own (an element, a map value, a list's metadata).
-    Msg(Msg<'de>),
-    /// A scalar on its own (an element, a map value, a header string).
-    Scalar(Scalar, Data<'de>),
-    /// The occurrences of a repeated field.
-    Seq(Repeated<'a, 'de>),
-    /// Embedded JSON (RawExtension, FieldsV1, JSON), parsed.
-    Json(serde_json::Value),
+fn str_of(b: &[u8]) -> Result<&str> {
+    std::str::from_utf8(b).map_err(|_| Error::new("apiVersion or kind is not UTF-8"))
 }
 
-impl Node<'_, '_> {
-    /// Whether the JSON form is `null`.
-    #[inline(always)]
-    fn is_null(&self) -> Result<bool> {
-        match self {
-            Node::Value(v) => v.is_null(),
-            Node::Msg(m) => m.is_null(),
-            Node::Json(j) => Ok(j.is_null()),
-            Node::Top(_) | Node::Scalar(..) | Node::Seq(_) => Ok(false),
-        }
-    }
-}
-
-impl<'de> Node<'_, 'de> {
-    /// The undecoded message, for [`crate::RAW_MESSAGE`] newtypes.
-    fn raw_message(&self) -> Option<&'de [u8]> {
-        match self {
-            Node::Top(t) if matches!(t.target, Target::Message(_)) => Some(t.data),
-            Node::Msg(m) if m.special() == Special::None => Some(m.data),
-            _ => None,
-        }
-    }
-}
-
-impl<'de> Deserializer<'de> for Node<'_, 'de> {
+impl<'de> Deserializer<'de> for Top<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self {
-            Node::Top(t) => t.visit(visitor),
-            Node::Value(v) => v.visit(visitor),
-            Node::Msg(m) => m.visit(visitor),
-            Node::Scalar(s, d) => scalar(s, d, visitor),
-            Node::Seq(r) => visitor.visit_seq(Seq::Elements(r.elements())),
-            Node::Json(j) => json(j, visitor),
-        }
-    }
-
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        if self.is_null()? {
-            visitor.visit_none()
-        } else {
-            visitor.visit_some(self)
+        match self.open()? {
+            Ok(map) => visitor.visit_map(map),
+            Err(msg) => msg.deserialize_any(visitor),
         }
     }
 
@@ -324,12 +252,14 @@ impl<'de> Deserializer<'de> for Node<'_, 'de> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value> {
-        if name == crate::RAW_MESSAGE
-            && let Some(raw) = self.raw_message()
-        {
-            return visitor.visit_borrowed_bytes(raw);
+        if name == crate::RAW_MESSAGE && matches!(self.target, Target::Message(_)) {
+            return visitor.visit_borrowed_bytes(self.data);
         }
         visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
@@ -340,38 +270,6 @@ impl<'de> Deserializer<'de> for Node<'_, 'de> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
-}
-
-/// Embedded JSON handed to a visitor through this format's own map and sequence types
-/// (not `serde_json`'s deserializer, which would be one more instantiation of every
-/// target type for a form few objects carry).
-fn json<'de, V: Visitor<'de>>(value: serde_json::Value, visitor: V) -> Result<V::Value> {
-    use serde_json::Value as J;
-    match value {
-        J::Null => visitor.visit_unit(),
-        J::Bool(b) => visitor.visit_bool(b),
-        J::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                visitor.visit_u64(u)
-            } else if let Some(i) = n.as_i64() {
-                visitor.visit_i64(i)
-            } else {
-                visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN))
-            }
-        }
-        J::String(s) => visitor.visit_string(s),
-        J::Array(a) => visitor.visit_seq(Seq::Json(a.into_iter())),
-        J::Object(m) => visitor.visit_map(Map::Json(JsonMap {
-            iter: m.into_iter(),
-            value: None,
-        })),
-    }
-}
-
-/// An embedded JSON object's members.
-struct JsonMap {
-    iter: serde_json::map::IntoIter,
-    value: Option<serde_json::Value>,
 }
 
 /// Every map this format presents, as one `MapAccess` type: a message's fields, a map
@@ -389,7 +287,13 @@ impl<'de> MapAccess<'de> for Map<'_, 'de> {
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         let key = match self {
-            Map::Fields(m) => m.next_key()?,
+            // The common case first, its key's form known here.
+            Map::Fields(m) => {
+                return match m.next_key()? {
+                    Some(name) => seed.deserialize(Key::Str(name)).map(Some),
+                    None => Ok(None),
+                };
+            }
             Map::Entries(m) => m.next_key()?,
             Map::List(m) => m.next_key(),
             Map::Json(m) => m.iter.next().map(|(k, v)| {
@@ -405,24 +309,12 @@ impl<'de> MapAccess<'de> for Map<'_, 'de> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         match self {
-            Map::Fields(m) => {
-                let (node, at) = m.next_node()?;
-                seed.deserialize(node).map_err(|e| match at {
-                    Some(at) => e.at(at),
-                    None => e,
-                })
+            Map::Fields(m) => m.next_value(seed),
+            Map::Entries(m) => m.next_value(seed),
+            Map::List(m) => m.next_value(seed),
+            Map::Json(m) => {
+                seed.deserialize(Json(m.value.take().unwrap_or(serde_json::Value::Null)))
             }
-            Map::Entries(m) => seed.deserialize(m.next_node()?),
-            Map::List(m) => {
-                let (node, at) = m.next_node();
-                seed.deserialize(node).map_err(|e| match at {
-                    Some(at) => e.at(at),
-                    None => e,
-                })
-            }
-            Map::Json(m) => seed.deserialize(Node::Json(
-                m.value.take().unwrap_or(serde_json::Value::Null),
-            )),
         }
     }
 
@@ -434,6 +326,77 @@ impl<'de> MapAccess<'de> for Map<'_, 'de> {
             Map::Json(m) => Some(m.iter.len()),
         }
     }
+}
+
+/// Embedded JSON (RawExtension, FieldsV1, JSON), parsed, handed to a visitor through
+/// this format's own map and sequence types: `serde_json`'s deserializer would be one
+/// more instantiation of every target type, for a form few objects carry.
+struct Json(serde_json::Value);
+
+impl<'de> Deserializer<'de> for Json {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        use serde_json::Value as J;
+        match self.0 {
+            J::Null => visitor.visit_unit(),
+            J::Bool(b) => visitor.visit_bool(b),
+            J::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => visitor.visit_u64(u),
+                (None, Some(i)) => visitor.visit_i64(i),
+                (None, None) => visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            J::String(s) => visitor.visit_string(s),
+            J::Array(a) => visitor.visit_seq(Seq::Json(a.into_iter())),
+            J::Object(m) => visitor.visit_map(Map::Json(JsonMap {
+                iter: m.into_iter(),
+                value: None,
+            })),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.0.is_null() {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    /// Enums (only their own visitors ask for this) read as `serde_json` reads them.
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        self.0
+            .deserialize_enum(name, variants, visitor)
+            .map_err(json_error)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
+    }
+}
+
+/// An embedded JSON object's members.
+struct JsonMap {
+    iter: serde_json::map::IntoIter,
+    value: Option<serde_json::Value>,
 }
 
 /// A map key: a field's JSON name, or a map entry's key as text (JSON keys are strings).
@@ -494,8 +457,11 @@ fn key_text<'de>(s: Scalar, d: Data<'de>) -> Result<Key<'de>> {
 
 /// A string value that is not on the wire (a body's `apiVersion` and `kind`), through
 /// the deserializer scalars use rather than one more deserializer type per target.
-fn text<'a, 'de>(s: &'de str) -> Node<'a, 'de> {
-    Node::Scalar(Scalar::String, Data::Bytes(s.as_bytes()))
+fn text(s: &str) -> ScalarDe<'_> {
+    ScalarDe {
+        s: Scalar::String,
+        d: Data::Bytes(s.as_bytes()),
+    }
 }
 
 /// A list body as a map: apiVersion, kind, metadata, items.
@@ -520,29 +486,28 @@ impl<'de> ListMap<'de> {
         }))
     }
 
-    fn next_node(&mut self) -> (Node<'_, 'de>, Option<&'static str>) {
+    fn next_value<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         let state = self.state;
         self.state += 1;
         match state {
-            0 | 1 => (text(self.header[usize::from(state)].1), None),
-            2 => (
-                Node::Msg(Msg {
+            0 | 1 => seed.deserialize(text(self.header[usize::from(state)].1)),
+            2 => seed
+                .deserialize(Msg {
                     schema: self.schema,
                     idx: self.meta,
                     data: self.meta_bytes,
                     depth: self.depth + 1,
-                }),
-                Some("metadata"),
-            ),
-            _ => (
-                Node::Seq(Repeated {
+                })
+                .map_err(|e| e.at("metadata")),
+            _ => {
+                let items = std::mem::take(&mut self.items);
+                seed.deserialize(Repeated {
                     schema: self.schema,
                     ty: Type::Message(self.item),
-                    entries: &self.items,
+                    entries: &items,
                     depth: self.depth,
-                }),
-                None,
-            ),
+                })
+            }
         }
     }
 }
@@ -848,11 +813,11 @@ fn zero_message(schema: &Schema, idx: usize, data: &[u8], depth: usize) -> Resul
 
 impl<'de> Fields<'de> {
     #[inline(always)]
-    fn next_key(&mut self) -> Result<Option<Key<'de>>> {
+    fn next_key(&mut self) -> Result<Option<&'static str>> {
         if let Some(h) = &self.header
             && self.header_pos < 2
         {
-            return Ok(Some(Key::Str(h[self.header_pos].0)));
+            return Ok(Some(h[self.header_pos].0));
         }
         while self.pos < self.entries.len() {
             let start = self.pos;
@@ -870,19 +835,19 @@ impl<'de> Fields<'de> {
                 continue;
             }
             self.pending = (start, end);
-            return Ok(Some(Key::Str(&field.json)));
+            return Ok(Some(&field.json));
         }
         Ok(None)
     }
 
     #[inline(always)]
-    fn next_node(&mut self) -> Result<(Node<'_, 'de>, Option<&'static str>)> {
+    fn next_value<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         if let Some(h) = &self.header
             && self.header_pos < 2
         {
             let value = h[self.header_pos].1;
             self.header_pos += 1;
-            return Ok((text(value), None));
+            return seed.deserialize(text(value));
         }
         let (start, end) = self.pending;
         let group = &self.entries[start..end];
@@ -890,15 +855,13 @@ impl<'de> Fields<'de> {
             return Err(Error::new("a value was asked for before its key"));
         };
         let field = self.field(first);
-        Ok((
-            Node::Value(Value {
-                schema: self.schema,
-                field,
-                group,
-                depth: self.depth,
-            }),
-            Some(&field.json),
-        ))
+        seed.deserialize(Value {
+            schema: self.schema,
+            field,
+            group,
+            depth: self.depth,
+        })
+        .map_err(|e| e.at(&field.json))
     }
 }
 
@@ -916,7 +879,6 @@ impl<'a, 'de> Value<'a, 'de> {
         self.group.last().map_or(Data::Zero, |e| e.data)
     }
 
-    #[inline(always)]
     fn is_null(&self) -> Result<bool> {
         if self.field.flags & F_REPEATED != 0 {
             return Ok(false);
@@ -934,18 +896,19 @@ impl<'a, 'de> Value<'a, 'de> {
     }
 }
 
-impl<'de> Value<'_, 'de> {
-    fn visit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+impl<'de> Deserializer<'de> for Value<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         let field = self.field;
         if field.flags & F_REPEATED != 0 {
-            let elements = Repeated {
+            return Repeated {
                 schema: self.schema,
                 ty: field.ty.clone(),
                 entries: self.group,
                 depth: self.depth,
             }
-            .elements();
-            return visitor.visit_seq(Seq::Elements(elements));
+            .deserialize_any(visitor);
         }
         match &field.ty {
             Type::Scalar(s) => scalar(*s, self.last(), visitor),
@@ -978,9 +941,34 @@ impl<'de> Value<'_, 'de> {
                     data,
                     depth: self.depth + 1,
                 }
-                .visit(visitor)
+                .deserialize_any(visitor)
             }
         }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
 }
 
@@ -1049,6 +1037,41 @@ fn zigzag32(v: u64) -> i32 {
 
 fn zigzag64(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A scalar value on its own (map keys and values, packed elements).
+struct ScalarDe<'de> {
+    s: Scalar,
+    d: Data<'de>,
+}
+
+impl<'de> Deserializer<'de> for ScalarDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        scalar(self.s, self.d, visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
 }
 
 /// One message: a map of fields, or the JSON form of a special type.
@@ -1123,50 +1146,53 @@ impl<'de> Msg<'de> {
     /// `JSONSchemaPropsOr*` and slice wrappers such as `ExtraValue`.
     fn union<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         let entries = self.own_fields()?;
-        self.union_node(&entries).deserialize_any(visitor)
+        match self.union_pick(&entries) {
+            Ok(value) => value.deserialize_any(visitor),
+            Err(Some(json)) => json.deserialize_any(visitor),
+            Err(None) => visitor.visit_seq(Seq::Elements(Elements {
+                schema: self.schema,
+                ty: Type::Scalar(Scalar::String),
+                entries: &[],
+                pos: 0,
+                packed: None,
+                index: 0,
+                depth: self.depth,
+            })),
+        }
     }
 
-    /// What a union or slice type reads as (outside the generic visit).
-    fn union_node<'a>(&self, entries: &'a [Entry<'de>]) -> Node<'a, 'de> {
+    /// What a union or slice type reads as (outside the generic visit): one of its
+    /// fields, null or a boolean, or (`None`) the empty list.
+    fn union_pick<'a>(&self, entries: &'a [Entry<'de>]) -> Result<Value<'a, 'de>, Option<Json>> {
         match self.special() {
-            Special::PropsOrArray | Special::PropsOrStringArray => match self.alternative(entries)
-            {
-                Some(v) => Node::Value(v),
-                None => Node::Json(serde_json::Value::Null),
-            },
+            Special::PropsOrArray | Special::PropsOrStringArray => self
+                .alternative(entries)
+                .ok_or(Some(Json(serde_json::Value::Null))),
             // The schema if any, else the boolean.
-            Special::PropsOrBool => match self.group(entries, "schema") {
-                Some(v) => Node::Value(v),
-                None => Node::Json(serde_json::Value::Bool(
+            Special::PropsOrBool => self.group(entries, "schema").ok_or_else(|| {
+                Some(Json(serde_json::Value::Bool(
                     self.group(entries, "allows")
                         .is_some_and(|v| !v.last().is_zero()),
-                )),
-            },
+                )))
+            }),
             // A slice type: its items.
-            _ => match self.group(entries, "items") {
-                Some(v) => Node::Value(v),
-                None => Node::Seq(Repeated {
-                    schema: self.schema,
-                    ty: Type::Scalar(Scalar::String),
-                    entries: &[],
-                    depth: self.depth,
-                }),
-            },
+            _ => self.group(entries, "items").ok_or(None),
         }
     }
 
-    /// An embedded object: JSON, or protobuf with its own envelope; empty reads as null.
-    fn raw_json(&self) -> Result<Node<'de, 'de>> {
+    /// An embedded object: JSON (empty reads as null), or protobuf with its own envelope.
+    fn raw_json(&self) -> Result<Result<Json, Top<'de>>> {
         let raw = raw_bytes(self.data)?;
         if raw.is_empty() {
-            return Ok(Node::Json(serde_json::Value::Null));
+            return Ok(Ok(Json(serde_json::Value::Null)));
         }
         if raw.starts_with(MAGIC) {
-            return Ok(Node::Top(Box::new(Top::parse(raw, self.depth + 1)?)));
+            return Ok(Err(Top::parse(raw, self.depth + 1)?));
         }
-        serde_json::from_slice(raw).map(Node::Json).map_err(json_error)
+        serde_json::from_slice(raw)
+            .map(|v| Ok(Json(v)))
+            .map_err(json_error)
     }
-
 }
 
 /// The JSON form of a message that reads as a scalar: Time, MicroTime, Duration,
@@ -1249,8 +1275,10 @@ fn small(data: &[u8]) -> Result<([u64; 4], [&[u8]; 4])> {
     Ok((ints, bytes))
 }
 
-impl<'de> Msg<'de> {
-    fn visit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+impl<'de> Deserializer<'de> for Msg<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         match self.special() {
             Special::None => visitor.visit_map(Map::Fields(Fields::new(
                 self.schema,
@@ -1270,12 +1298,43 @@ impl<'de> Msg<'de> {
                 Form::Borrowed(s) => visitor.visit_borrowed_str(s),
                 Form::Int(i) => visitor.visit_i32(i),
             },
-            Special::RawJson => self.raw_json()?.deserialize_any(visitor),
+            Special::RawJson => match self.raw_json()? {
+                Ok(json) => json.deserialize_any(visitor),
+                Err(top) => top.deserialize_any(visitor),
+            },
             Special::PropsOrArray
             | Special::PropsOrBool
             | Special::PropsOrStringArray
             | Special::Wrapper => self.union(visitor),
         }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        if name == crate::RAW_MESSAGE && self.special() == Special::None {
+            return visitor.visit_borrowed_bytes(self.data);
+        }
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
 }
 
@@ -1287,9 +1346,11 @@ struct Repeated<'a, 'de> {
     depth: usize,
 }
 
-impl<'a, 'de> Repeated<'a, 'de> {
-    fn elements(self) -> Elements<'a, 'de> {
-        Elements {
+impl<'de> Deserializer<'de> for Repeated<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_seq(Seq::Elements(Elements {
             schema: self.schema,
             ty: self.ty,
             entries: self.entries,
@@ -1297,43 +1358,28 @@ impl<'a, 'de> Repeated<'a, 'de> {
             packed: None,
             index: 0,
             depth: self.depth,
-        }
-    }
-}
-
-/// Every sequence this format presents, as one `SeqAccess` type.
-enum Seq<'a, 'de> {
-    Elements(Elements<'a, 'de>),
-    Json(std::vec::IntoIter<serde_json::Value>),
-}
-
-impl<'de> SeqAccess<'de> for Seq<'_, 'de> {
-    type Error = Error;
-
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
-        let (node, index) = match self {
-            Seq::Elements(e) => match e.next_node()? {
-                Some(next) => next,
-                None => return Ok(None),
-            },
-            Seq::Json(it) => match it.next() {
-                Some(v) => return seed.deserialize(Node::Json(v)).map(Some),
-                None => return Ok(None),
-            },
-        };
-        seed.deserialize(node)
-            .map(Some)
-            .map_err(|e| e.at(&format!("[{index}]")))
+        }))
     }
 
-    fn size_hint(&self) -> Option<usize> {
-        match self {
-            Seq::Elements(e) => match e.ty {
-                Type::Message(_) => Some(e.entries.len() - e.pos),
-                _ => None,
-            },
-            Seq::Json(it) => Some(it.len()),
-        }
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
 }
 
@@ -1348,9 +1394,39 @@ struct Elements<'a, 'de> {
     depth: usize,
 }
 
-impl<'a, 'de> Elements<'a, 'de> {
-    /// The next element and its index.
-    fn next_node(&mut self) -> Result<Option<(Node<'a, 'de>, usize)>> {
+/// Every sequence this format presents, as one `SeqAccess` type.
+enum Seq<'a, 'de> {
+    Elements(Elements<'a, 'de>),
+    Json(std::vec::IntoIter<serde_json::Value>),
+}
+
+impl<'de> SeqAccess<'de> for Seq<'_, 'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        match self {
+            Seq::Elements(e) => e.next_element(seed),
+            Seq::Json(it) => match it.next() {
+                Some(v) => seed.deserialize(Json(v)).map(Some),
+                None => Ok(None),
+            },
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        match self {
+            Seq::Elements(e) => match e.ty {
+                Type::Message(_) => Some(e.entries.len() - e.pos),
+                _ => None,
+            },
+            Seq::Json(it) => Some(it.len()),
+        }
+    }
+}
+
+impl<'de> Elements<'_, 'de> {
+    #[inline(always)]
+    fn next_element<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         let index = self.index;
         let at = |e: Error| e.at(&format!("[{index}]"));
         if let Type::Scalar(s) = self.ty {
@@ -1359,7 +1435,7 @@ impl<'a, 'de> Elements<'a, 'de> {
                     if !r.at_end() {
                         let d = read_data(r, s.wire_type()).map_err(at)?;
                         self.index += 1;
-                        return Ok(Some((Node::Scalar(s, d), index)));
+                        return seed.deserialize(ScalarDe { s, d }).map(Some).map_err(at);
                     }
                     self.packed = None;
                 }
@@ -1371,7 +1447,7 @@ impl<'a, 'de> Elements<'a, 'de> {
                     Data::Bytes(b) if s.wire_type() != 2 => self.packed = Some(Reader::new(b)),
                     d => {
                         self.index += 1;
-                        return Ok(Some((Node::Scalar(s, d), index)));
+                        return seed.deserialize(ScalarDe { s, d }).map(Some).map_err(at);
                     }
                 }
             }
@@ -1388,15 +1464,13 @@ impl<'a, 'de> Elements<'a, 'de> {
             Data::Bytes(b) => b,
             _ => &[],
         };
-        Ok(Some((
-            Node::Msg(Msg {
-                schema: self.schema,
-                idx: m,
-                data,
-                depth: self.depth + 1,
-            }),
-            index,
-        )))
+        let v = seed.deserialize(Msg {
+            schema: self.schema,
+            idx: m,
+            data,
+            depth: self.depth + 1,
+        });
+        v.map(Some).map_err(at)
     }
 }
 
@@ -1452,11 +1526,11 @@ impl<'de> MapEntries<'_, 'de> {
         key_text(self.key, key).map(Some)
     }
 
-    fn next_node(&mut self) -> Result<Node<'de, 'de>> {
+    fn next_value<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
         let d = self.value_bytes.take().unwrap_or(Data::Zero);
         match self.value {
-            Type::Scalar(s) => Ok(Node::Scalar(*s, d)),
-            Type::Message(m) => Ok(Node::Msg(Msg {
+            Type::Scalar(s) => seed.deserialize(ScalarDe { s: *s, d }),
+            Type::Message(m) => seed.deserialize(Msg {
                 schema: self.schema,
                 idx: *m,
                 data: match d {
@@ -1464,7 +1538,7 @@ impl<'de> MapEntries<'_, 'de> {
                     _ => &[],
                 },
                 depth: self.depth + 1,
-            })),
+            }),
             Type::Map(..) => Err(Error::new("nested maps are not supported")),
         }
     }

@@ -18,7 +18,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::de::embedded;
+use crate::de::Top;
 use crate::encode::ld;
 use crate::wire::{Reader, Unknown};
 use crate::{Error, MAGIC};
@@ -142,7 +142,7 @@ impl<'de> MapAccess<'de> for Event<'de> {
         if self.state == 1 {
             return seed.deserialize(self.kind.into_deserializer());
         }
-        embedded(seed, self.raw, 1)
+        seed.deserialize(Top::parse(self.raw, 1)?)
             .map_err(|e| e.at("object"))
     }
 }

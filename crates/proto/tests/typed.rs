@@ -422,7 +422,8 @@ fn one_named(v: &Value) -> kubewright_core::PartialObjectMetadata {
 #[test]
 fn embedded_json_of_every_shape_decodes_as_through_json() {
     use k8s_openapi::api::apps::v1::ControllerRevision;
-    let data = json!({"spec": {"replicas": 3, "ratio": 0.25, "offset": -7, "big": 18446744073709551615u64,
+    let data = json!({"words": ["two", {"other": 5}], "name": "n", "list": [1, "two", [3], {"four": 4}, null, false],
+        "spec": {"replicas": 3, "ratio": 0.25, "offset": -7, "big": 18446744073709551615u64,
         "on": true, "none": null, "name": "w\u{e9}b", "list": [1, "two", [3], {"four": 4}, null, false],
         "empty": {}, "nested": {"a": {"b": {"c": []}}}}});
     let cr = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
@@ -446,8 +447,31 @@ fn embedded_json_of_every_shape_decodes_as_through_json() {
         nested: Value,
     }
     #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Word {
+        Two,
+        Other(i64),
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Name(String);
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(untagged)]
+    enum Item {
+        Num(i64),
+        Word(Word),
+        List(Vec<i64>),
+        Map(std::collections::BTreeMap<String, i64>),
+        Nothing(Option<bool>),
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
     struct Data {
         spec: Spec,
+        #[serde(default)]
+        words: Vec<Word>,
+        #[serde(default)]
+        name: Option<Name>,
+        #[serde(default)]
+        list: Vec<Item>,
     }
     #[derive(serde::Deserialize, Debug, PartialEq)]
     struct Revision {
@@ -458,6 +482,9 @@ fn embedded_json_of_every_shape_decodes_as_through_json() {
     let via_json: Revision = serde_json::from_value(cr).unwrap();
     assert_eq!(typed, via_json);
     assert_eq!(typed.data.spec.name, "w\u{e9}b");
+    assert_eq!(typed.data.words, [Word::Two, Word::Other(5)]);
+    assert_eq!(typed.data.name, Some(Name("n".into())));
+    assert_eq!(typed.data.list.len(), 6);
 
     // A type mismatch inside the embedded JSON is an error, not a panic.
     #[derive(serde::Deserialize, Debug)]
