@@ -60,7 +60,7 @@ pub(crate) struct Validation {
 }
 
 /// Path overrides from `crates(...)`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Crates {
     pub kubewright: Option<syn::Path>,
     pub kubewright_core: Option<syn::Path>,
@@ -78,7 +78,6 @@ pub(crate) struct At<T> {
 }
 
 /// Everything `#[kube(...)]` said.
-#[derive(Debug)]
 pub(crate) struct Attrs {
     pub group: Option<At<String>>,
     pub version: Option<At<String>>,
