@@ -337,21 +337,15 @@ impl<'de> Deserializer<'de> for Json {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        use serde_json::Value as J;
-        match self.0 {
-            J::Null => visitor.visit_unit(),
-            J::Bool(b) => visitor.visit_bool(b),
-            J::Number(n) => match (n.as_u64(), n.as_i64()) {
-                (Some(u), _) => visitor.visit_u64(u),
-                (None, Some(i)) => visitor.visit_i64(i),
-                (None, None) => visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            J::String(s) => visitor.visit_string(s),
-            J::Array(a) => visitor.visit_seq(Seq::Json(a.into_iter())),
-            J::Object(m) => visitor.visit_map(Map::Json(JsonMap {
-                iter: m.into_iter(),
-                value: None,
-            })),
+        match self.open() {
+            JsonForm::Unit => visitor.visit_unit(),
+            JsonForm::Bool(b) => visitor.visit_bool(b),
+            JsonForm::U64(u) => visitor.visit_u64(u),
+            JsonForm::I64(i) => visitor.visit_i64(i),
+            JsonForm::F64(f) => visitor.visit_f64(f),
+            JsonForm::String(s) => visitor.visit_string(s),
+            JsonForm::Seq(seq) => visitor.visit_seq(seq),
+            JsonForm::Map(map) => visitor.visit_map(map),
         }
     }
 
@@ -390,6 +384,40 @@ impl<'de> Deserializer<'de> for Json {
     forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
+    }
+}
+
+/// What an embedded JSON value presents (outside the generic visit).
+enum JsonForm {
+    Unit,
+    Bool(bool),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    String(String),
+    Seq(Seq<'static, 'static>),
+    Map(Map<'static, 'static>),
+}
+
+impl Json {
+    #[inline(never)]
+    fn open(self) -> JsonForm {
+        use serde_json::Value as J;
+        match self.0 {
+            J::Null => JsonForm::Unit,
+            J::Bool(b) => JsonForm::Bool(b),
+            J::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => JsonForm::U64(u),
+                (None, Some(i)) => JsonForm::I64(i),
+                (None, None) => JsonForm::F64(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            J::String(s) => JsonForm::String(s),
+            J::Array(a) => JsonForm::Seq(Seq::Json(a.into_iter())),
+            J::Object(m) => JsonForm::Map(Map::Json(JsonMap {
+                iter: m.into_iter(),
+                value: None,
+            })),
+        }
     }
 }
 
