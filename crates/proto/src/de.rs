@@ -25,6 +25,21 @@ use serde::forward_to_deserialize_any;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The part every protobuf deserializer shares: an ignored value is skipped unread, and
+/// every other request goes through `deserialize_any`.
+macro_rules! skip_ignored_and_forward_the_rest {
+    () => {
+        fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+            visitor.visit_unit()
+        }
+
+        forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+        }
+    };
+}
+
 /// Decodes a Kubernetes protobuf body (`k8s\0` + `runtime.Unknown`) into `T`: a
 /// k8s-openapi object, a `<Kind>List` (as any type with `metadata` and `items`, e.g.
 /// `kubewright_core::ObjectList<K>`), a `Status`, or anything else that reads the JSON
@@ -162,9 +177,7 @@ impl<'de> Top<'de> {
             depth,
         })
     }
-}
 
-impl<'de> Top<'de> {
     /// A list body's metadata and items (outside the generic visit: it is the same for
     /// every target type).
     fn list(
@@ -203,9 +216,7 @@ impl<'de> Top<'de> {
             depth: self.depth,
         })
     }
-}
 
-impl<'de> Top<'de> {
     /// The body's map, or the message of a kind whose JSON form is not an object
     /// (outside the generic visit: it is the same for every target type).
     fn open(&self) -> Result<Result<Map<'de, 'de>, Msg<'de>>> {
@@ -262,14 +273,7 @@ impl<'de> Deserializer<'de> for Top<'de> {
         visitor.visit_some(self)
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    skip_ignored_and_forward_the_rest!();
 }
 
 /// Every map this format presents, as one `MapAccess` type: a message's fields, a map
@@ -312,9 +316,10 @@ impl<'de> MapAccess<'de> for Map<'_, 'de> {
             Map::Fields(m) => m.next_value(seed),
             Map::Entries(m) => m.next_value(seed),
             Map::List(m) => m.next_value(seed),
-            Map::Json(m) => {
-                seed.deserialize(Json(m.value.take().unwrap_or(serde_json::Value::Null)))
-            }
+            Map::Json(m) => match m.value.take() {
+                Some(v) => seed.deserialize(Json(v)),
+                None => Err(Error::new("a value was asked for before its key")),
+            },
         }
     }
 
@@ -990,14 +995,7 @@ impl<'de> Deserializer<'de> for Value<'_, 'de> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    skip_ignored_and_forward_the_rest!();
 }
 
 fn json_error(e: serde_json::Error) -> Error {
@@ -1092,14 +1090,7 @@ impl<'de> Deserializer<'de> for ScalarDe<'de> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    skip_ignored_and_forward_the_rest!();
 }
 
 /// One message: a map of fields, or the JSON form of a special type.
@@ -1177,15 +1168,12 @@ impl<'de> Msg<'de> {
         match self.union_pick(&entries) {
             Ok(value) => value.deserialize_any(visitor),
             Err(Some(json)) => json.deserialize_any(visitor),
-            Err(None) => visitor.visit_seq(Seq::Elements(Elements {
-                schema: self.schema,
-                ty: Type::Scalar(Scalar::String),
-                entries: &[],
-                pos: 0,
-                packed: None,
-                index: 0,
-                depth: self.depth,
-            })),
+            Err(None) => visitor.visit_seq(Seq::Elements(Elements::new(
+                self.schema,
+                Type::Scalar(Scalar::String),
+                &[],
+                self.depth,
+            ))),
         }
     }
 
@@ -1356,14 +1344,7 @@ impl<'de> Deserializer<'de> for Msg<'de> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    skip_ignored_and_forward_the_rest!();
 }
 
 /// A repeated field: its occurrences (packed scalars expanded) as a sequence.
@@ -1378,15 +1359,12 @@ impl<'de> Deserializer<'de> for Repeated<'_, 'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_seq(Seq::Elements(Elements {
-            schema: self.schema,
-            ty: self.ty,
-            entries: self.entries,
-            pos: 0,
-            packed: None,
-            index: 0,
-            depth: self.depth,
-        }))
+        visitor.visit_seq(Seq::Elements(Elements::new(
+            self.schema,
+            self.ty,
+            self.entries,
+            self.depth,
+        )))
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
@@ -1401,14 +1379,7 @@ impl<'de> Deserializer<'de> for Repeated<'_, 'de> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    skip_ignored_and_forward_the_rest!();
 }
 
 struct Elements<'a, 'de> {
@@ -1452,7 +1423,19 @@ impl<'de> SeqAccess<'de> for Seq<'_, 'de> {
     }
 }
 
-impl<'de> Elements<'_, 'de> {
+impl<'a, 'de> Elements<'a, 'de> {
+    fn new(schema: &'static Schema, ty: Type, entries: &'a [Entry<'de>], depth: usize) -> Self {
+        Self {
+            schema,
+            ty,
+            entries,
+            pos: 0,
+            packed: None,
+            index: 0,
+            depth,
+        }
+    }
+
     #[inline(always)]
     fn next_element<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         let index = self.index;
