@@ -89,6 +89,7 @@ pub fn protobuf_encode(obj: &Value) -> Result<Vec<u8>, String> {
 /// OpenAPI definition `definition` (e.g. `io.k8s.api.core.v1.Pod`; none when unknown).
 pub fn strategic_merge(orig: &mut Value, patch: &Value, definition: &str) -> Result<(), String> {
     crate::http::patch::strategic_merge(orig, patch, schema::builtin_def(definition))
+        .map_err(|e| e.to_string())
 }
 
 /// The managedFields `fieldsV1` trie of the fields set in `obj`, an object of the built-in

@@ -60,4 +60,7 @@ scenarios!(
     metadata_protobuf,
     builtin_protobuf,
     quantities,
+    strategic_patches,
+    deletion_options,
+    empty_collections,
 );

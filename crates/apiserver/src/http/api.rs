@@ -770,6 +770,11 @@ impl ApiServer {
             let unknown = unknown_fields(&obj, &normalized, "");
             // Keep the caller's representation (e.g. explicit nulls dropped), typed-clean.
             obj = normalized;
+            crate::registry::schema::drop_empty_optional(
+                &mut obj,
+                crate::registry::schema::for_resource(def, None),
+                crate::registry::strategy::not_omitempty(&def.group, &def.plural),
+            );
             canonical_quantities(def, &mut obj)?;
             unknown
         } else if let Some(crd) = &def.crd {
@@ -1531,6 +1536,9 @@ impl ApiServer {
                     *force,
                 );
             }
+            // structured-merge-diff's skipNonAppliedManager: an update of an object that
+            // has no managedFields (created with nothing to own, or reset) is not tracked.
+            None if !meta::has_managed_fields(&next) => {}
             None => {
                 let mut changed = fields::compare(cur, &next, ty);
                 // The fields the write may set: a subresource's, or the main resource's.

@@ -437,6 +437,16 @@ pub(crate) fn check_stored_size(
     Err(ApiError::new(500, "", "etcdserver: request is too large"))
 }
 
+/// kube-apiserver's answer to a patch it cannot apply (a failed JSON patch `test`, a
+/// missing path, an unknown operation, a strategic merge of lists of lists):
+/// `NewGenericServerResponse(422, ...)`, which drops the cause.
+pub(crate) fn json_patch_rejected() -> ApiError {
+    let mut e =
+        ApiError::invalid_msg("the server rejected our request due to an error in our request");
+    e.0.details = Some(Default::default());
+    e
+}
+
 /// Applies a JSON patch one operation at a time, refusing it, as kube-apiserver does, once
 /// its `copy` operations have added more than [`JSON_PATCH_MAX_COPY_BYTES`]: without that
 /// bound a patch of a few dozen copies doubles the object each time. `doc` is a scratch
@@ -445,13 +455,7 @@ pub(crate) fn apply_json_patch(
     doc: &mut Value,
     ops: &[json_patch::PatchOperation],
 ) -> Result<(), ApiError> {
-    let rejected = || {
-        // kube-apiserver: NewGenericServerResponse(422, ...), which drops the cause.
-        let mut e =
-            ApiError::invalid_msg("the server rejected our request due to an error in our request");
-        e.0.details = Some(Default::default());
-        e
-    };
+    let rejected = json_patch_rejected;
     let mut copied = 0usize;
     // The document may nest no deeper than a JSON body (kube-apiserver: its decoder's limit,
     // on the patched object): an `add` at a deep path, or a `copy` below its own source,

@@ -108,8 +108,7 @@ pub(crate) async fn patch(
     let mut doc = base.clone();
     match kind {
         Kind::Json => {
-            let p: json_patch::Patch = serde_json::from_str(patch_text)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            let p = decode_json_patch(patch_text)?;
             if p.0.len() > crate::http::limits::MAX_JSON_PATCH_OPERATIONS {
                 let mut e = ApiError::too_large(0);
                 e.0.message = format!(
@@ -136,18 +135,23 @@ pub(crate) async fn patch(
         Kind::Merge => {
             let p: Value = serde_json::from_str(patch_text)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            if let Some(ty) = go_json_type(&p).filter(|_| !p.is_object()) {
+                return Err(ApiError::bad_request(format!(
+                    "error decoding patch: json: cannot unmarshal {ty} into Go value of type map[string]interface {{}}"
+                )));
+            }
             json_patch::merge(&mut doc, &p);
         }
         Kind::Strategic => {
             let p: Value = serde_json::from_str(patch_text)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if !p.is_object() {
-                return Err(ApiError::bad_request(
-                    "a strategic merge patch must be a JSON object",
-                ));
+            if let Some(ty) = go_json_type(&p).filter(|_| !p.is_object()) {
+                return Err(ApiError::bad_request(format!(
+                    "json: cannot unmarshal {ty} into Go value of type map[string]interface {{}}"
+                )));
             }
             strategic_merge(&mut doc, &p, schema::for_resource(&t.def, sub))
-                .map_err(ApiError::bad_request)?;
+                .map_err(SmpError::into_api)?;
         }
         Kind::Apply => {}
     }
@@ -203,13 +207,152 @@ pub(crate) async fn patch(
     Ok(resp)
 }
 
+/// Decodes a JSON patch as kube-apiserver does: a body that is not a list is a 400 with
+/// Go's decoding error; a list whose operations are malformed (an unknown `op`, a missing
+/// `path`) is the generic 422 that applying it would give.
+fn decode_json_patch(text: &str) -> Result<json_patch::Patch, ApiError> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    let Value::Array(ops) = &v else {
+        if v.is_null() {
+            return Ok(json_patch::Patch(Vec::new()));
+        }
+        let ty = go_json_type(&v).unwrap_or("value");
+        return Err(ApiError::bad_request(format!(
+            "error decoding patch: json: cannot unmarshal {ty} into Go value of type []handlers.jsonPatchOp"
+        )));
+    };
+    if let Some(ty) = ops
+        .iter()
+        .find(|op| !op.is_object() && !op.is_null())
+        .and_then(go_json_type)
+    {
+        return Err(ApiError::bad_request(format!(
+            "error decoding patch: json: cannot unmarshal {ty} into Go value of type handlers.jsonPatchOp"
+        )));
+    }
+    serde_json::from_value(v).map_err(|_| crate::http::limits::json_patch_rejected())
+}
+
+/// The word Go's `encoding/json` uses for a JSON value's type in an `UnmarshalTypeError`
+/// (`None` for `null`, which decodes into anything).
+fn go_json_type(v: &Value) -> Option<&'static str> {
+    match v {
+        Value::Null => None,
+        Value::Bool(_) => Some("bool"),
+        Value::Number(_) => Some("number"),
+        Value::String(_) => Some("string"),
+        Value::Array(_) => Some("array"),
+        Value::Object(_) => Some("object"),
+    }
+}
+
+/// A JSON value as Go's `fmt` prints the `interface{}` it decodes to (`%v`): maps as
+/// `map[k:v ...]` with sorted keys, lists as `[a b]`, strings bare, numbers as `float64`
+/// (`1e+06` from a million on), `null` as `<nil>`. Upstream's strategic merge errors
+/// quote the patch this way.
+pub(crate) fn go_fmt(v: &Value) -> String {
+    let mut out = String::new();
+    go_fmt_into(v, &mut out);
+    out
+}
+
+fn go_fmt_into(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("<nil>"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&go_float(n.as_f64().unwrap_or(0.0))),
+        Value::String(s) => out.push_str(s),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                go_fmt_into(x, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push_str("map[");
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(k);
+                out.push(':');
+                go_fmt_into(&m[k.as_str()], out);
+            }
+            out.push(']');
+        }
+    }
+}
+
+/// `float64` as Go's `%v` prints it: the shortest digits that round-trip, in exponent
+/// form (`1.5e+06`, `1e-05`) when the exponent is below -4 or at least 6.
+fn go_float(f: f64) -> String {
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let sci = format!("{f:e}"); // shortest round-trip digits: "1.5e6", "-1e-5"
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
+    } else {
+        format!("{f}")
+    }
+}
+
+/// Why a strategic merge patch failed, answered as kube-apiserver answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SmpError {
+    /// A malformed directive upstream recognises (400 BadRequest).
+    BadRequest(String),
+    /// Upstream's generic 422: lists of lists, a patch setting fields `$retainKeys` does
+    /// not list.
+    Rejected,
+    /// Any other error: upstream answers a plain 500 carrying the text.
+    Other(String),
+}
+
+impl std::fmt::Display for SmpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SmpError::BadRequest(m) | SmpError::Other(m) => f.write_str(m),
+            SmpError::Rejected => f.write_str("the patch was rejected"),
+        }
+    }
+}
+
+impl SmpError {
+    fn bad(msg: &str) -> Self {
+        SmpError::BadRequest(msg.into())
+    }
+    /// The API error kube-apiserver gives for it.
+    fn into_api(self) -> ApiError {
+        match self {
+            SmpError::BadRequest(m) => ApiError::bad_request(m),
+            SmpError::Rejected => crate::http::limits::json_patch_rejected(),
+            SmpError::Other(m) => ApiError::new(500, "", m),
+        }
+    }
+}
+
 /// Applies a strategic merge patch in place, with the list semantics of `ty` (the type of
 /// the document): lists whose field has the `merge` patch strategy merge by the field's
 /// merge key (or as a set of primitives), other lists are replaced; a `replace` strategy
 /// replaces maps. Lists with no schema are replaced, as kube-apiserver does. As upstream's
 /// `strategicpatch`, new list items come first, then the items only the object has, unless
 /// `$setElementOrder/<field>` gives the order.
-pub fn strategic_merge(orig: &mut Value, patch: &Value, ty: Option<Ty<'_>>) -> Result<(), String> {
+pub fn strategic_merge(
+    orig: &mut Value,
+    patch: &Value,
+    ty: Option<Ty<'_>>,
+) -> Result<(), SmpError> {
     let Some(pm) = patch.as_object() else {
         *orig = patch.clone();
         return Ok(());
@@ -230,7 +373,13 @@ pub fn strategic_merge(orig: &mut Value, patch: &Value, ty: Option<Ty<'_>>) -> R
             return Ok(());
         }
         Some(Value::String(d)) if d == "merge" => {}
-        Some(other) => return Err(format!("unknown patch type: {other} in map: {patch}")),
+        Some(other) => {
+            return Err(SmpError::Other(format!(
+                "unknown patch type: {} in map: {}",
+                go_fmt(other),
+                go_fmt(patch)
+            )));
+        }
     }
     if !orig.is_object() {
         *orig = Value::Object(Map::new());
@@ -249,13 +398,17 @@ pub fn strategic_merge(orig: &mut Value, patch: &Value, ty: Option<Ty<'_>>) -> R
         };
         let order = order
             .as_array()
-            .ok_or("invalid patch format of setElementOrder list")?;
+            .ok_or_else(|| SmpError::bad("invalid patch format of setElementOrder list"))?;
         let f = schema::field(ty, field);
         let key = list_merge_key(f);
         let item_ty = f.and_then(|f| f.ty.list()).map(|l| l.0);
         let original: Vec<Value> = match om.get(field) {
             Some(Value::Array(a)) => a.clone(),
-            Some(_) => return Err(format!("$setElementOrder/{field}: the field is not a list")),
+            Some(_) => {
+                return Err(SmpError::Other(format!(
+                    "$setElementOrder/{field}: the field is not a list"
+                )));
+            }
             None => Vec::new(),
         };
         let merged = match (om.get(field), pm.get(field)) {
@@ -266,7 +419,9 @@ pub fn strategic_merge(orig: &mut Value, patch: &Value, ty: Option<Ty<'_>>) -> R
             }
             (_, Some(Value::Array(pl))) => fresh_list(pl, item_ty)?,
             (_, Some(_)) => {
-                return Err(format!("$setElementOrder/{field}: the patch is not a list"));
+                return Err(SmpError::Other(format!(
+                    "$setElementOrder/{field}: the patch is not a list"
+                )));
             }
             (Some(_), None) => original.clone(),
             (None, None) => continue,
@@ -296,7 +451,7 @@ pub fn strategic_merge(orig: &mut Value, patch: &Value, ty: Option<Ty<'_>>) -> R
         if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
             let del = v
                 .as_array()
-                .ok_or("invalid patch format of primitive list")?;
+                .ok_or_else(|| SmpError::bad("invalid patch format of primitive list"))?;
             if let Some(Value::Array(list)) = om.get_mut(field) {
                 list.retain(|x| !del.iter().any(|d| fields::json_eq(d, x)));
             }
@@ -347,13 +502,13 @@ fn apply_retain_keys(
     om: &mut Map<String, Value>,
     pm: &Map<String, Value>,
     retain: &Value,
-) -> Result<(), String> {
-    const BAD: &str = "invalid patch format of retainKeys";
+) -> Result<(), SmpError> {
+    let bad = || SmpError::bad("invalid patch format of retainKeys");
     let keys: Vec<&str> = retain
         .as_array()
-        .ok_or(BAD)?
+        .ok_or_else(bad)?
         .iter()
-        .map(|k| k.as_str().ok_or(BAD))
+        .map(|k| k.as_str().ok_or_else(bad))
         .collect::<Result<_, _>>()?;
     for (k, v) in pm {
         if v.is_null()
@@ -365,7 +520,9 @@ fn apply_retain_keys(
             continue;
         }
         if !keys.contains(&k.as_str()) {
-            return Err(BAD.into());
+            // Upstream: "patch content doesn't match retainKeys list", answered with the
+            // generic 422.
+            return Err(SmpError::Rejected);
         }
     }
     om.retain(|k, _| keys.contains(&k.as_str()));
@@ -379,7 +536,7 @@ fn list_merge_key(f: Option<FieldTy<'_>>) -> Option<String> {
 }
 
 /// A list the patch introduces: directive items dropped, maps cleaned of directives.
-fn fresh_list(pl: &[Value], item_ty: Option<Ty<'_>>) -> Result<Vec<Value>, String> {
+fn fresh_list(pl: &[Value], item_ty: Option<Ty<'_>>) -> Result<Vec<Value>, SmpError> {
     let mut out = Vec::with_capacity(pl.len());
     for p in pl {
         if p.get("$patch").is_some() {
@@ -446,19 +603,21 @@ fn merge_list(
     orig: &mut Vec<Value>,
     patch: &[Value],
     f: Option<FieldTy<'_>>,
-) -> Result<(), String> {
+) -> Result<(), SmpError> {
     if orig.is_empty() && patch.is_empty() {
         return Ok(());
     }
     let mut kind: Option<bool> = None; // Some(true): maps
     for v in orig.iter().chain(patch) {
         if v.is_array() {
-            return Err("lists of lists are not supported".into());
+            return Err(SmpError::Rejected);
         }
         match kind {
             None => kind = Some(v.is_object()),
             Some(k) if k != v.is_object() => {
-                return Err("list element types are not identical".into());
+                return Err(SmpError::Other(
+                    "list element types are not identical".into(),
+                ));
             }
             _ => {}
         }
@@ -479,9 +638,16 @@ fn merge_list(
     }
     let item_ty = f.and_then(|f| f.ty.list()).map(|l| l.0);
     let Some(key) = list_merge_key(f) else {
-        return Err("cannot merge lists without merge key".into());
+        return Err(SmpError::Other(
+            "cannot merge lists without merge key".into(),
+        ));
     };
-    let no_key = |item: &Value| format!("map: {item} does not contain declared merge key: {key}");
+    let no_key = |item: &Value| {
+        SmpError::Other(format!(
+            "map: {} does not contain declared merge key: {key}",
+            go_fmt(item)
+        ))
+    };
     // Directive items first.
     let mut rest: Vec<&Value> = Vec::new();
     let mut replace = false;
@@ -494,9 +660,17 @@ fn merge_list(
             }
             Some(Value::String(d)) if d == "replace" => replace = true,
             Some(Value::String(d)) if d == "merge" => {
-                return Err("merging lists cannot yet be specified in the patch".into());
+                return Err(SmpError::Other(
+                    "merging lists cannot yet be specified in the patch".into(),
+                ));
             }
-            Some(other) => return Err(format!("unknown patch type: {other} in map: {p}")),
+            Some(other) => {
+                return Err(SmpError::Other(format!(
+                    "unknown patch type: {} in map: {}",
+                    go_fmt(other),
+                    go_fmt(p)
+                )));
+            }
         }
     }
     if replace {
@@ -1046,6 +1220,64 @@ mod tests {
             json!({"spec": {"containers": [["nested"]]}}),
         ] {
             assert!(strategic_merge(&mut p, &bad, pod()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn errors_are_answered_as_upstream_answers_them() {
+        let mut p = json!({"spec": {"containers": [{"name": "a"}]}});
+        let mut err = |patch: Value| strategic_merge(&mut p, &patch, pod()).unwrap_err();
+        // Recorded from kube-apiserver v1.36 (tests/fixtures/differential/strategic_patches.json).
+        assert_eq!(
+            err(json!({"metadata": {"labels": {"$patch": "bogus"}}})),
+            SmpError::Other("unknown patch type: bogus in map: map[$patch:bogus]".into())
+        );
+        assert_eq!(
+            err(json!({"spec": {"containers": [{"image": "nginx:1.27", "ports": [{"containerPort": 80}]}]}})),
+            SmpError::Other(
+                "map: map[image:nginx:1.27 ports:[map[containerPort:80]]] does not contain declared merge key: name"
+                    .into()
+            )
+        );
+        assert_eq!(
+            err(json!({"spec": {"containers": [["x"]]}})),
+            SmpError::Rejected
+        );
+        assert_eq!(
+            err(json!({"spec": {"$retainKeys": ["x"], "hostname": "h"}})),
+            SmpError::Rejected
+        );
+        assert_eq!(
+            err(json!({"spec": {"$retainKeys": "x"}})),
+            SmpError::BadRequest("invalid patch format of retainKeys".into())
+        );
+        assert_eq!(SmpError::Rejected.into_api().0.code, 422);
+        assert_eq!(SmpError::Other("x".into()).into_api().0.code, 500);
+        assert_eq!(SmpError::Other("x".into()).into_api().0.reason, "");
+    }
+
+    #[test]
+    fn values_print_as_go_prints_them() {
+        for (v, want) in [
+            (json!(80), "80"),
+            (json!(-1.5), "-1.5"),
+            (json!(100000), "100000"),
+            (json!(1000000), "1e+06"),
+            (json!(1234567), "1.234567e+06"),
+            (json!(0.0001), "0.0001"),
+            (json!(0.00001), "1e-05"),
+            (json!(1e21), "1e+21"),
+            (json!(1e100), "1e+100"),
+            (json!(0), "0"),
+            (json!(null), "<nil>"),
+            (json!(true), "true"),
+            (json!(["a", 1, null]), "[a 1 <nil>]"),
+            (
+                json!({"b": {"y": [], "x": {}}, "a": "s p"}),
+                "map[a:s p b:map[x:map[] y:[]]]",
+            ),
+        ] {
+            assert_eq!(go_fmt(&v), want, "{v}");
         }
     }
 }

@@ -177,6 +177,13 @@ pub fn semantically_equal(a: &Value, b: &Value) -> bool {
     norm(a) == norm(b)
 }
 
+/// The object has managedFields entries.
+pub fn has_managed_fields(obj: &Value) -> bool {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
 /// Records an `Update` by `manager` as structured-merge-diff does: the manager keeps what
 /// it owned less what the write removed, and gains what it added or modified, which the
 /// other managers lose.

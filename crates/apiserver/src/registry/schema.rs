@@ -504,6 +504,72 @@ pub fn fill_struct_fields(v: &mut Value, ty: Option<Ty<'_>>) {
     }
 }
 
+/// Drops the empty lists and maps of optional fields, recursively, as kube-apiserver's
+/// decoding into Go structs does: an optional slice or map is `omitempty` there, so `[]`
+/// or `{}` sent for one is not stored. Required fields stay, as do empty structs (a
+/// pointer to a struct is kept when non-nil: `securityContext: {}`). Go's few optional
+/// lists without `omitempty` are absent here and written as `null` by their kind's
+/// strategy (`defaults::null_when_empty`); `keep` names them (top-level fields).
+pub fn drop_empty_optional(v: &mut Value, ty: Option<Ty<'_>>, keep: &[&str]) {
+    fn walk(v: &mut Value, ty: Ty<'_>, depth: usize, keep: &[&str]) {
+        if depth > 64 {
+            return;
+        }
+        let (t, n) = ty.node();
+        match (v, n) {
+            (Value::Object(m), Node::Object { fields, values, .. }) => {
+                if !fields.is_empty() {
+                    m.retain(|k, child| {
+                        let Some(f) = fields.get(k) else { return true };
+                        if f.required || keep.contains(&k.as_str()) {
+                            return true;
+                        }
+                        let empty_collection = match child {
+                            Value::Array(a) => a.is_empty(),
+                            Value::Object(o) => {
+                                o.is_empty()
+                                    && matches!(
+                                        (Ty { idx: t.idx, id: f.node }).node().1,
+                                        Node::Object { fields, values: Some(_), .. } if fields.is_empty()
+                                    )
+                            }
+                            _ => false,
+                        };
+                        !empty_collection
+                    });
+                }
+                for (k, child) in m.iter_mut() {
+                    let id = match fields.get(k) {
+                        Some(f) => f.node,
+                        None => match values {
+                            Some(id) => *id,
+                            None => continue,
+                        },
+                    };
+                    walk(child, Ty { idx: t.idx, id }, depth + 1, &[]);
+                }
+            }
+            (Value::Array(items), Node::List { items: id, .. }) => {
+                for item in items {
+                    walk(
+                        item,
+                        Ty {
+                            idx: t.idx,
+                            id: *id,
+                        },
+                        depth + 1,
+                        &[],
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(ty) = ty {
+        walk(v, ty, 0, keep);
+    }
+}
+
 impl FieldTy<'_> {
     /// The field is atomic: marked on the property or on its type.
     pub fn is_atomic_object(&self) -> bool {
@@ -555,6 +621,26 @@ pub fn default_keys(v: &mut Value, ty: Option<Ty<'_>>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn empty_optional_lists_and_maps_are_dropped_as_go_drops_them() {
+        let pod = builtin_def("io.k8s.api.core.v1.Pod");
+        let mut v = json!({"metadata": {"name": "p", "labels": {}, "finalizers": []},
+            "spec": {"containers": [], "volumes": [], "nodeSelector": {}, "securityContext": {},
+                "initContainers": [{"name": "i", "args": [], "resources": {"limits": {}}}]}});
+        drop_empty_optional(&mut v, pod, &[]);
+        // Required lists, empty structs and non-empty values stay; nested items too.
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "p"},
+                "spec": {"containers": [], "securityContext": {},
+                    "initContainers": [{"name": "i", "resources": {}}]}})
+        );
+        let role = builtin_def("io.k8s.api.rbac.v1.Role");
+        let mut r = json!({"metadata": {"annotations": {}}, "rules": []});
+        drop_empty_optional(&mut r, role, &["rules"]);
+        assert_eq!(r, json!({"metadata": {}, "rules": []}));
+    }
 
     fn path<'a>(mut t: Ty<'a>, steps: &[&str]) -> Ty<'a> {
         for s in steps {

@@ -243,6 +243,16 @@ static PRIORITY_CLASS: Kind = Kind {
     }),
     ..kind(Generation::CreateOnly)
 };
+/// Go's optional top-level lists without `omitempty`, by resource: an empty one is kept
+/// when decoded (and owned in managedFields), and storage turns it into `null`.
+pub fn not_omitempty(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("discovery.k8s.io", "endpointslices") => &["endpoints", "ports"],
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles") => &["rules"],
+        _ => &[],
+    }
+}
+
 static ENDPOINT_SLICE: Kind = Kind {
     // Go writes these lists even when empty, and storage turns empty into null.
     create: Some(|o| crate::registry::defaults::null_when_empty(o, &["endpoints", "ports"])),

@@ -1269,3 +1269,279 @@ pub fn misc_errors() -> Scenario {
         ],
     }
 }
+
+/// Strategic merge patch directives and JSON patch errors on a PodTemplate (lists with
+/// merge keys, no controller writes to it): merging by key, `$setElementOrder`,
+/// `$patch: delete|replace`, `$retainKeys`, `$deleteFromPrimitiveList`, `null`, and the
+/// errors of a bad directive, a missing merge key and failing JSON patch operations.
+pub fn strategic_patches() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/podtemplates";
+    let one = "/api/v1/namespaces/{ns}/podtemplates/t";
+    let containers = |c: Value| json!({"template": {"spec": {"containers": c}}});
+    Scenario {
+        name: "strategic_patches",
+        steps: vec![
+            post(
+                "create",
+                p,
+                json!({"apiVersion": "v1", "kind": "PodTemplate",
+                    "metadata": {"name": "t", "labels": {"a": "1", "b": "2"}},
+                    "template": {"metadata": {"labels": {"app": "t"}}, "spec": {
+                        "containers": [{"name": "c", "image": "nginx:1.25", "args": ["a", "b"],
+                            "env": [{"name": "A", "value": "1"}],
+                            "ports": [{"containerPort": 80}]}],
+                        "volumes": [{"name": "v", "emptyDir": {}}]}}}),
+            ),
+            patch(
+                "env-merged-by-name",
+                one,
+                STRATEGIC,
+                containers(json!([{"name": "c", "env": [{"name": "B", "value": "2"}]}])),
+            ),
+            patch(
+                "container-added",
+                one,
+                STRATEGIC,
+                containers(json!([{"name": "d", "image": "busybox:1.36"}])),
+            ),
+            patch(
+                "set-element-order",
+                one,
+                STRATEGIC,
+                json!({"template": {"spec": {"$setElementOrder/containers": [{"name": "d"}, {"name": "c"}],
+                    "containers": [{"name": "c", "image": "nginx:1.26"}]}}}),
+            ),
+            patch(
+                "port-merged-by-container-port",
+                one,
+                STRATEGIC,
+                containers(
+                    json!([{"name": "c", "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 443}]}]),
+                ),
+            ),
+            patch(
+                "args-replaced",
+                one,
+                STRATEGIC,
+                containers(json!([{"name": "c", "args": ["x"]}])),
+            ),
+            patch(
+                "env-replaced",
+                one,
+                STRATEGIC,
+                containers(
+                    json!([{"name": "c", "env": [{"name": "Z", "value": "z"}, {"$patch": "replace"}]}]),
+                ),
+            ),
+            patch(
+                "container-deleted",
+                one,
+                STRATEGIC,
+                containers(json!([{"name": "d", "$patch": "delete"}])),
+            ),
+            patch(
+                "volume-retain-keys",
+                one,
+                STRATEGIC,
+                json!({"template": {"spec": {"volumes": [{"name": "v", "$retainKeys": ["configMap", "name"], "configMap": {"name": "cm"}}]}}}),
+            ),
+            patch(
+                "label-deleted-with-null",
+                one,
+                STRATEGIC,
+                json!({"metadata": {"labels": {"a": null}}}),
+            ),
+            patch(
+                "map-replaced",
+                one,
+                STRATEGIC,
+                json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}),
+            ),
+            patch(
+                "delete-from-primitive-list",
+                one,
+                STRATEGIC,
+                json!({"metadata": {"finalizers": ["example.com/a", "example.com/b"]}}),
+            ),
+            patch(
+                "delete-from-primitive-list-2",
+                one,
+                STRATEGIC,
+                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/a", "example.com/b"]}}),
+            ),
+            patch(
+                "bad-directive",
+                one,
+                STRATEGIC,
+                json!({"metadata": {"labels": {"$patch": "bogus"}}}),
+            ),
+            patch(
+                "missing-merge-key",
+                one,
+                STRATEGIC,
+                containers(json!([{"image": "nginx:1.27"}])),
+            ),
+            patch("strategic-not-an-object", one, STRATEGIC, json!(["x"])),
+            patch("merge-not-an-object", one, MERGE, json!(["x"])),
+            patch(
+                "json-patch-test-fails",
+                one,
+                JSON_PATCH,
+                json!([{"op": "test", "path": "/metadata/labels/b", "value": "nope"}]),
+            ),
+            patch(
+                "json-patch-remove-missing",
+                one,
+                JSON_PATCH,
+                json!([{"op": "remove", "path": "/metadata/labels/zzz"}]),
+            ),
+            patch(
+                "json-patch-bad-op",
+                one,
+                JSON_PATCH,
+                json!([{"op": "frobnicate", "path": "/metadata/labels/b"}]),
+            ),
+            patch(
+                "json-patch-not-a-list",
+                one,
+                JSON_PATCH,
+                json!({"op": "add", "path": "/metadata/labels/b", "value": "x"}),
+            ),
+            patch(
+                "json-patch-add-and-move",
+                one,
+                JSON_PATCH,
+                json!([{"op": "add", "path": "/metadata/labels/m", "value": "x"},
+                    {"op": "move", "from": "/metadata/labels/m", "path": "/metadata/labels/n"},
+                    {"op": "copy", "from": "/metadata/labels/n", "path": "/metadata/labels/o"}]),
+            ),
+            patch(
+                "json-patch-array-append",
+                one,
+                JSON_PATCH,
+                json!([{"op": "add", "path": "/template/spec/containers/0/args/-", "value": "y"}]),
+            ),
+            get("final", one),
+        ],
+    }
+}
+
+/// The normalised response is a 404.
+fn gone(r: &Value) -> bool {
+    r["status"] == 404
+}
+
+/// Deletion options: dry run, propagation policies (the `orphan` and
+/// `foregroundDeletion` finalizers), grace periods, delete collection with a selector.
+pub fn deletion_options() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    let opts = |o: Value| {
+        let mut v = json!({"apiVersion": "v1", "kind": "DeleteOptions"});
+        if let (Some(v), Some(o)) = (v.as_object_mut(), o.as_object()) {
+            v.extend(o.clone());
+        }
+        v
+    };
+    let labelled = |name: &str, tier: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"tier": tier}}, "data": {"k": "v"}});
+    Scenario {
+        name: "deletion_options",
+        steps: vec![
+            post("create-a", p, labelled("a", "x")),
+            post("create-b", p, labelled("b", "z")),
+            post("create-c", p, labelled("c", "y")),
+            delete("delete-dry-run", &format!("{p}/a?dryRun=All")),
+            get("still-there", &format!("{p}/a")),
+            delete("delete-orphan", &format!("{p}/a"))
+                .json(opts(json!({"propagationPolicy": "Orphan"}))),
+            // The garbage collector removes the orphan finalizer: a has no dependents.
+            get("gone-after-orphan", &format!("{p}/a")).until(gone),
+            delete("delete-foreground", &format!("{p}/b"))
+                .json(opts(json!({"propagationPolicy": "Foreground"}))),
+            // The garbage collector removes the foregroundDeletion finalizer: b has no
+            // dependents.
+            get("gone-after-foreground", &format!("{p}/b")).until(gone),
+            delete(
+                "delete-background-grace",
+                &format!("{p}/c?gracePeriodSeconds=30"),
+            )
+            .json(opts(json!({"propagationPolicy": "Background"}))),
+            delete("delete-orphan-dependents-false", &format!("{p}/nope"))
+                .json(opts(json!({"orphanDependents": false}))),
+            delete("delete-both-orphan-and-policy", &format!("{p}/nope")).json(opts(
+                json!({"orphanDependents": true, "propagationPolicy": "Orphan"}),
+            )),
+            post("create-d", p, labelled("d", "x")),
+            post("create-e", p, labelled("e", "y")),
+            delete(
+                "delete-collection-dry-run",
+                &format!("{p}?labelSelector=tier%3Dx&dryRun=All"),
+            ),
+            delete("delete-collection", &format!("{p}?labelSelector=tier%3Dx")),
+            get("list-left", &format!("{p}?labelSelector=tier")),
+            delete(
+                "delete-collection-field-selector",
+                &format!("{p}?fieldSelector=metadata.name%3De"),
+            ),
+            get("list-empty", &format!("{p}?labelSelector=tier")),
+        ],
+    }
+}
+
+/// Empty lists and maps in optional fields: kube-apiserver decodes into Go structs whose
+/// optional slices and maps are `omitempty`, so an empty one is dropped, while required
+/// ones and empty structs stay.
+pub fn empty_collections() -> Scenario {
+    Scenario {
+        name: "empty_collections",
+        steps: vec![
+            post(
+                "configmap",
+                "/api/v1/namespaces/{ns}/configmaps",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "e", "labels": {}, "annotations": {}, "finalizers": [], "ownerReferences": []},
+                    "data": {}, "binaryData": {}}),
+            ),
+            post(
+                "podtemplate",
+                "/api/v1/namespaces/{ns}/podtemplates",
+                json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "e"},
+                    "template": {"metadata": {"labels": {}}, "spec": {
+                        "containers": [{"name": "c", "image": "nginx:1.25", "args": [], "command": [],
+                            "env": [], "ports": [], "volumeMounts": [], "resources": {"limits": {}, "requests": {}},
+                            "securityContext": {}}],
+                        "initContainers": [], "volumes": [], "tolerations": [], "nodeSelector": {},
+                        "imagePullSecrets": [], "securityContext": {"supplementalGroups": []}}}}),
+            ),
+            patch(
+                "patch-to-empty",
+                "/api/v1/namespaces/{ns}/configmaps/e",
+                MERGE,
+                json!({"metadata": {"labels": {"a": "b"}}, "data": {"k": "v"}}),
+            ),
+            patch(
+                "json-patch-to-empty",
+                "/api/v1/namespaces/{ns}/configmaps/e",
+                JSON_PATCH,
+                json!([{"op": "remove", "path": "/metadata/labels/a"}, {"op": "remove", "path": "/data/k"}]),
+            ),
+            post(
+                "role",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "e"},
+                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": []}]}),
+            ),
+            post(
+                "role-no-rules",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "f"},
+                    "rules": []}),
+            ),
+            post(
+                "service",
+                "/api/v1/namespaces/{ns}/services",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "e"},
+                    "spec": {"ports": [{"port": 80}], "selector": {}, "externalIPs": []}}),
+            ),
+        ],
+    }
+}
