@@ -8,6 +8,7 @@ pub(crate) mod defaults;
 pub(crate) mod fields;
 pub(crate) mod filter;
 pub(crate) mod meta;
+mod omitempty;
 pub(crate) mod resources;
 pub(crate) mod schema;
 pub mod strategy;

@@ -63,4 +63,5 @@ scenarios!(
     strategic_patches,
     deletion_options,
     empty_collections,
+    zero_scalars,
 );

@@ -57,6 +57,8 @@ struct Field {
     default: Option<Value>,
     /// The property is in its struct's `required` list.
     required: bool,
+    /// A Go non-pointer `omitempty` scalar: dropped when `""`, `0` or `false`.
+    omit_zero: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -124,6 +126,17 @@ static BUILTIN: LazyLock<Index> = LazyLock::new(|| {
         let node = idx.compile_node(schema);
         if let Some(&id) = idx.defs.get(name) {
             idx.nodes[id] = node;
+        }
+    }
+    for (name, zero_dropped) in super::omitempty::ZERO_DROPPED {
+        if let Some(&id) = idx.defs.get(*name)
+            && let Node::Object { fields, .. } = &mut idx.nodes[id]
+        {
+            for f in *zero_dropped {
+                if let Some(field) = fields.get_mut(*f) {
+                    field.omit_zero = true;
+                }
+            }
         }
     }
     idx
@@ -240,6 +253,7 @@ impl Index {
                         atomic: false,
                         default: None,
                         required: false,
+                        omit_zero: false,
                     },
                 );
             }
@@ -253,6 +267,7 @@ impl Index {
                         atomic: false,
                         default: None,
                         required: false,
+                        omit_zero: false,
                     },
                 );
                 *n = Node::Object {
@@ -332,6 +347,7 @@ impl Index {
                             == Some("atomic"),
                         default: ps.get("default").cloned(),
                         required: required.contains(&name.as_str()),
+                        omit_zero: false,
                     },
                 );
             }
@@ -504,12 +520,14 @@ pub fn fill_struct_fields(v: &mut Value, ty: Option<Ty<'_>>) {
     }
 }
 
-/// Drops the empty lists and maps of optional fields, recursively, as kube-apiserver's
-/// decoding into Go structs does: an optional slice or map is `omitempty` there, so `[]`
-/// or `{}` sent for one is not stored. Required fields stay, as do empty structs (a
-/// pointer to a struct is kept when non-nil: `securityContext: {}`). Go's few optional
-/// lists without `omitempty` are absent here and written as `null` by their kind's
-/// strategy (`defaults::null_when_empty`); `keep` names them (top-level fields).
+/// Drops what kube-apiserver's decoding into Go structs drops, recursively: an optional
+/// slice or map is `omitempty` there, so `[]` or `{}` sent for one is not stored, nor is
+/// `""`, `0` or `false` in a non-pointer `omitempty` scalar (`registry/omitempty.rs`,
+/// generated from the Go sources; a pointer field such as `activeDeadlineSeconds` keeps
+/// its zero). Required fields stay, as do empty structs (a pointer to a struct is kept
+/// when non-nil: `securityContext: {}`). Go's few optional lists without `omitempty` are
+/// absent here and written as `null` by their kind's strategy
+/// (`defaults::null_when_empty`); `keep` names them (top-level fields).
 pub fn drop_empty_optional(v: &mut Value, ty: Option<Ty<'_>>, keep: &[&str]) {
     fn walk(v: &mut Value, ty: Ty<'_>, depth: usize, keep: &[&str]) {
         if depth > 64 {
@@ -521,6 +539,9 @@ pub fn drop_empty_optional(v: &mut Value, ty: Option<Ty<'_>>, keep: &[&str]) {
                 if !fields.is_empty() {
                     m.retain(|k, child| {
                         let Some(f) = fields.get(k) else { return true };
+                        if f.omit_zero && is_go_zero(child) {
+                            return false;
+                        }
                         if f.required || keep.contains(&k.as_str()) {
                             return true;
                         }
@@ -567,6 +588,16 @@ pub fn drop_empty_optional(v: &mut Value, ty: Option<Ty<'_>>, keep: &[&str]) {
     }
     if let Some(ty) = ty {
         walk(v, ty, 0, keep);
+    }
+}
+
+/// `""`, `0` or `false`.
+fn is_go_zero(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        _ => false,
     }
 }
 
@@ -635,6 +666,16 @@ mod tests {
             json!({"metadata": {"name": "p"},
                 "spec": {"containers": [], "securityContext": {},
                     "initContainers": [{"name": "i", "resources": {}}]}})
+        );
+        // Zero scalars: dropped from non-pointer omitempty fields, kept in pointer ones.
+        let mut z = json!({"metadata": {"name": "p"}, "spec": {"hostname": "", "hostNetwork": false,
+            "activeDeadlineSeconds": 0, "enableServiceLinks": false, "containers": [{"name": "c",
+                "tty": false, "workingDir": "", "ports": [{"containerPort": 80, "hostPort": 0}]}]}});
+        drop_empty_optional(&mut z, pod, &[]);
+        assert_eq!(
+            z,
+            json!({"metadata": {"name": "p"}, "spec": {"activeDeadlineSeconds": 0, "enableServiceLinks": false,
+                "containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}})
         );
         let role = builtin_def("io.k8s.api.rbac.v1.Role");
         let mut r = json!({"metadata": {"annotations": {}}, "rules": []});

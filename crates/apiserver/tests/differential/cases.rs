@@ -1545,3 +1545,47 @@ pub fn empty_collections() -> Scenario {
         ],
     }
 }
+
+/// Zero values of optional scalars: Go drops `""`, `0` and `false` of its non-pointer
+/// `omitempty` fields and keeps those of pointer fields.
+pub fn zero_scalars() -> Scenario {
+    Scenario {
+        name: "zero_scalars",
+        steps: vec![
+            post(
+                "podtemplate",
+                "/api/v1/namespaces/{ns}/podtemplates?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "z", "generateName": ""},
+                "template": {"spec": {
+                    "hostname": "", "subdomain": "", "hostNetwork": false, "hostPID": false,
+                    "priorityClassName": "", "serviceAccountName": "", "nodeName": "",
+                    "automountServiceAccountToken": false,
+                    "enableServiceLinks": false, "shareProcessNamespace": false,
+                    "containers": [{"name": "c", "image": "nginx:1.25", "workingDir": "", "stdin": false,
+                        "tty": false, "stdinOnce": false,
+                        "ports": [{"containerPort": 80, "hostPort": 0, "hostIP": "", "name": ""}],
+                        "securityContext": {"privileged": false, "runAsUser": 0, "readOnlyRootFilesystem": false}}]}}}),
+            ),
+            post(
+                "service",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "z"},
+                "spec": {"ports": [{"port": 80, "nodePort": 0, "name": ""}], "sessionAffinity": "", "externalName": "",
+                    "publishNotReadyAddresses": false, "loadBalancerIP": ""}}),
+            ),
+            post(
+                "deployment",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "z"},
+                "spec": {"replicas": 0, "minReadySeconds": 0, "paused": false, "selector": {"matchLabels": {"app": "z"}},
+                    "template": {"metadata": {"labels": {"app": "z"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}}}),
+            ),
+            post(
+                "configmap",
+                "/api/v1/namespaces/{ns}/configmaps?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z", "generation": 0, "namespace": ""},
+                "data": {"a": ""}, "immutable": false}),
+            ),
+        ],
+    }
+}
