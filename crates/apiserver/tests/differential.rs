@@ -64,4 +64,6 @@ scenarios!(
     deletion_options,
     empty_collections,
     zero_scalars,
+    apply_ownership,
+    watch_selectors,
 );

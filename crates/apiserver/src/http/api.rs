@@ -770,11 +770,6 @@ impl ApiServer {
             let unknown = unknown_fields(&obj, &normalized, "");
             // Keep the caller's representation (e.g. explicit nulls dropped), typed-clean.
             obj = normalized;
-            crate::registry::schema::drop_empty_optional(
-                &mut obj,
-                crate::registry::schema::for_resource(def, None),
-                crate::registry::strategy::not_omitempty(&def.group, &def.plural),
-            );
             canonical_quantities(def, &mut obj)?;
             unknown
         } else if let Some(crd) = &def.crd {
@@ -1018,7 +1013,9 @@ impl ApiServer {
         let ty = crate::registry::schema::for_resource(def, None);
         // An applier owns what it applied, not what the server defaults.
         let applied = (operation == "Apply").then(|| fields::paths_of(&obj, ty));
-        // Decoding: defaults, and the struct fields Go always writes.
+        // Decoding: what Go's omitempty drops, defaults, and the struct fields Go always
+        // writes.
+        drop_go_empties(def, &mut obj);
         strategy.default(def, &mut obj);
         crate::registry::schema::default_keys(&mut obj, ty);
         if def.crd.is_none() {
@@ -1473,6 +1470,7 @@ impl ApiServer {
             ));
         }
         let mut next = merge_for_write(def, cur, obj, sub);
+        drop_go_empties(def, &mut next);
         let ty = crate::registry::schema::for_resource(def, None);
         let strategy = crate::registry::strategy::for_def(def);
         if sub != Some("status") {
@@ -1783,6 +1781,20 @@ pub(crate) fn merge_for_write(
         o.insert("kind".into(), Value::String(def.kind.clone()));
     }
     next
+}
+
+/// What kube-apiserver's decoding into Go structs drops from a built-in object: empty
+/// optional lists and maps, zero scalars of non-pointer `omitempty` fields. Done on the
+/// object being written, not on an applied configuration, whose empty fields its applier
+/// still owns.
+fn drop_go_empties(def: &ResourceDef, obj: &mut Value) {
+    if def.crd.is_none() {
+        crate::registry::schema::drop_empty_optional(
+            obj,
+            crate::registry::schema::for_resource(def, None),
+            crate::registry::strategy::not_omitempty(&def.group, &def.plural),
+        );
+    }
 }
 
 /// Validates kind/apiVersion/name/namespace of a request body against the URL.

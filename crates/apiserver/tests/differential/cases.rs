@@ -1589,3 +1589,122 @@ pub fn zero_scalars() -> Scenario {
         ],
     }
 }
+
+/// Server-side apply ownership: fields dropped from an applied configuration are removed
+/// when no one else owns them, shared ownership of equal values, an update taking a
+/// field over, list-map items by key (containers), and apply with the Update manager's
+/// conflict.
+pub fn apply_ownership() -> Scenario {
+    let cm = "/api/v1/namespaces/{ns}/configmaps/own";
+    let pt = "/api/v1/namespaces/{ns}/podtemplates/own";
+    let data = |d: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "own"}, "data": d});
+    let containers = |c: Value| {
+        json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "own"},
+            "template": {"spec": {"containers": c}}})
+    };
+    Scenario {
+        name: "apply_ownership",
+        steps: vec![
+            patch(
+                "a-applies-a-b",
+                &format!("{cm}?fieldManager=a"),
+                APPLY,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "own", "labels": {"x": "1"}},
+                    "data": {"a": "1", "b": "2"}}),
+            ),
+            patch(
+                "a-drops-b-and-label",
+                &format!("{cm}?fieldManager=a"),
+                APPLY,
+                data(json!({"a": "1"})),
+            ),
+            patch(
+                "b-shares-a",
+                &format!("{cm}?fieldManager=b"),
+                APPLY,
+                data(json!({"a": "1", "c": "3"})),
+            ),
+            patch(
+                "a-drops-a",
+                &format!("{cm}?fieldManager=a"),
+                APPLY,
+                data(json!({"d": "4"})),
+            ),
+            patch(
+                "c-updates-a",
+                &format!("{cm}?fieldManager=c"),
+                MERGE,
+                json!({"data": {"a": "changed"}}),
+            ),
+            patch(
+                "b-conflicts-with-c",
+                &format!("{cm}?fieldManager=b"),
+                APPLY,
+                data(json!({"a": "1", "c": "3"})),
+            ),
+            patch(
+                "b-dry-run-force",
+                &format!("{cm}?fieldManager=b&force=true&dryRun=All"),
+                APPLY,
+                data(json!({"a": "1", "c": "3"})),
+            ),
+            patch(
+                "b-empty-apply",
+                &format!("{cm}?fieldManager=b"),
+                APPLY,
+                data(json!({})),
+            ),
+            get("cm-final", cm),
+            patch(
+                "pt-a",
+                &format!("{pt}?fieldManager=a"),
+                APPLY,
+                containers(
+                    json!([{"name": "c", "image": "nginx:1.25", "env": [{"name": "E", "value": "1"}]}]),
+                ),
+            ),
+            patch(
+                "pt-b",
+                &format!("{pt}?fieldManager=b"),
+                APPLY,
+                containers(json!([{"name": "d", "image": "busybox:1.36"}])),
+            ),
+            patch(
+                "pt-a-changes-env",
+                &format!("{pt}?fieldManager=a"),
+                APPLY,
+                containers(
+                    json!([{"name": "c", "image": "nginx:1.25", "env": [{"name": "F", "value": "2"}]}]),
+                ),
+            ),
+            patch(
+                "pt-a-drops-c",
+                &format!("{pt}?fieldManager=a"),
+                APPLY,
+                containers(json!([])),
+            ),
+            get("pt-final", pt),
+        ],
+    }
+}
+
+/// Watches with a label selector: an object that stops matching is DELETED from the
+/// watch, one that starts matching is ADDED.
+pub fn watch_selectors() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    let one = "/api/v1/namespaces/{ns}/configmaps/w";
+    let tier = |t: &str| json!({"metadata": {"labels": {"tier": t}}});
+    Scenario {
+        name: "watch_selectors",
+        steps: vec![
+            post("create", p, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w", "labels": {"tier": "x"}}})),
+            patch("to-y", one, MERGE, tier("y")),
+            patch("to-x", one, MERGE, tier("x")),
+            patch("annotate", one, MERGE, json!({"metadata": {"annotations": {"n": "1"}}})),
+            delete("delete", one),
+            get("watch-x", &format!("{p}?watch=1&resourceVersion={{rv:create}}&timeoutSeconds=1&labelSelector=tier%3Dx")).stream(),
+            get("watch-y", &format!("{p}?watch=1&resourceVersion={{rv:create}}&timeoutSeconds=1&labelSelector=tier%3Dy")).stream(),
+            get("watch-name", &format!("{p}?watch=1&resourceVersion={{rv:create}}&timeoutSeconds=1&fieldSelector=metadata.name%3Dw")).stream(),
+        ],
+    }
+}
