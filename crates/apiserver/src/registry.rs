@@ -5,8 +5,10 @@
 //! added and removed at run time as CRDs become Established or are deleted.
 
 pub(crate) mod defaults;
+pub(crate) mod events;
 pub(crate) mod fields;
 pub(crate) mod filter;
+pub(crate) mod go_time;
 pub(crate) mod meta;
 mod omitempty;
 pub(crate) mod resources;

@@ -66,4 +66,7 @@ scenarios!(
     zero_scalars,
     apply_ownership,
     watch_selectors,
+    status_subresource,
+    leases_and_events,
+    pagination,
 );

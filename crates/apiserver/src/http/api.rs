@@ -620,20 +620,29 @@ impl ApiServer {
         let mut next_token = None;
         let mut remaining = 0usize;
         let total = items.len();
+        // `resourceVersion=0` is served whole from kube-apiserver's watch cache: the limit
+        // does not apply.
+        let limit = match (opts.rv, opts.rv_match.as_deref(), &opts.cont) {
+            (Some(0), None | Some("NotOlderThan"), None) => 0,
+            _ => opts.limit,
+        };
         for (i, obj) in items.into_iter().enumerate() {
             if !crate::registry::filter::matches(&t.def, &obj, &opts.labels, &opts.fields) {
                 continue;
             }
-            if opts.limit > 0 && selected.len() >= opts.limit {
-                next_token = selected
-                    .last()
-                    .map(|o: &Arc<Value>| encode_continue(list_rv, &object_key(o)));
-                // Without selectors every remaining item counts; with them the count is
-                // not reported, so stop at the first extra match.
-                remaining = total - i;
+            selected.push(obj);
+            if limit > 0 && selected.len() >= limit {
+                // As etcd's paging: more follows when any object, matching or not, comes
+                // after the last one returned. The count of what follows is reported
+                // without selectors only.
+                if i + 1 < total {
+                    next_token = selected
+                        .last()
+                        .map(|o: &Arc<Value>| encode_continue(list_rv, &object_key(o)));
+                    remaining = total - i - 1;
+                }
                 break;
             }
-            selected.push(obj);
         }
         if conversion::by_webhook(self, &t.def) {
             let objects = selected.iter().map(|o| (**o).clone()).collect();
@@ -761,6 +770,18 @@ impl ApiServer {
         wo: &mut WriteOptions,
     ) -> Result<Value, ApiError> {
         let unknown = if let Some(n) = def.normalizer {
+            let cannot_handle = |e: String| {
+                ApiError::bad_request(format!(
+                    "{} in version \"{}\" cannot be handled as a {}: {e}",
+                    def.kind, def.version, def.kind
+                ))
+            };
+            if let Some(e) = crate::registry::schema::micro_time_error(
+                &obj,
+                crate::registry::schema::for_resource(def, None),
+            ) {
+                return Err(cannot_handle(e));
+            }
             let normalized = n(&obj).map_err(|e| {
                 ApiError::bad_request(format!(
                     "{} in version \"{}\" cannot be handled as a {}: {e}",
@@ -1036,7 +1057,7 @@ impl ApiServer {
         let causes = crate::registry::resources::validate(def, &obj);
         if !causes.is_empty() {
             return Err(ApiError::invalid(
-                def,
+                &crate::registry::events::error_def(def),
                 given.as_deref().unwrap_or(""),
                 causes,
             ));
@@ -1475,6 +1496,9 @@ impl ApiServer {
         let strategy = crate::registry::strategy::for_def(def);
         if sub != Some("status") {
             strategy.default(def, &mut next);
+        } else if def.group.is_empty() && def.plural == "services" {
+            // Defaulting runs on every decode, a status update's too.
+            crate::registry::defaults::load_balancer_ip_mode(&mut next);
         }
         crate::registry::schema::default_keys(&mut next, ty);
         if def.crd.is_none() {
@@ -1518,7 +1542,11 @@ impl ApiServer {
         if sub.is_none() {
             let causes = crate::registry::resources::validate(def, &next);
             if !causes.is_empty() {
-                return Err(ApiError::invalid(def, name, causes));
+                return Err(ApiError::invalid(
+                    &crate::registry::events::error_def(def),
+                    name,
+                    causes,
+                ));
             }
         }
         match &wo.apply {
@@ -2152,7 +2180,8 @@ fn decode_continue(tok: &str) -> Result<(i64, String), ApiError> {
 
 fn too_large_rv(rv: u64, current: u64) -> ApiError {
     let mut e = ApiError::timeout(
-        format!("Too large resource version: {rv}, current: {current}"),
+        // kube-apiserver's NewTimeoutError prefixes its message.
+        format!("Timeout: Too large resource version: {rv}, current: {current}"),
         1,
     );
     if let Some(d) = e.0.details.as_mut() {

@@ -64,7 +64,27 @@ pub fn secret(obj: &mut Value) {
     }
 }
 
+/// `SetDefaults_LoadBalancerIngress`: an ingress point with an IP gets `ipMode: VIP`.
+pub fn load_balancer_ip_mode(obj: &mut Value) {
+    let Some(ingress) = obj
+        .pointer_mut("/status/loadBalancer/ingress")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for i in ingress.iter_mut().filter_map(Value::as_object_mut) {
+        if i.get("ip")
+            .and_then(Value::as_str)
+            .is_some_and(|ip| !ip.is_empty())
+            && !i.contains_key("ipMode")
+        {
+            i.insert("ipMode".into(), Value::String("VIP".into()));
+        }
+    }
+}
+
 pub fn service(obj: &mut Value) {
+    load_balancer_ip_mode(obj);
     set_default(obj, "/spec/type", json!("ClusterIP"));
     set_default(obj, "/spec/sessionAffinity", json!("None"));
     let ty = obj

@@ -23,9 +23,15 @@ fn pod_specs(def: &ResourceDef) -> &'static [&'static str] {
     }
 }
 
-/// The field errors of every container's resources in `obj`.
+/// The field errors of every container's resources in `obj`, and of a Lease's and an
+/// Event's fields.
 pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
     let mut causes = Vec::new();
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("coordination.k8s.io", "Lease") => lease(obj, &mut causes),
+        ("" | "events.k8s.io", "Event") => crate::registry::events::validate(def, obj, &mut causes),
+        _ => {}
+    }
     for spec in pod_specs(def) {
         let Some(pod) = obj.pointer(spec) else {
             continue;
@@ -61,6 +67,25 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
         }
     }
     causes
+}
+
+/// `ValidateLeaseSpec`: a positive duration, non-negative transitions.
+fn lease(obj: &Value, causes: &mut Vec<StatusCause>) {
+    let int = |f: &str| obj.pointer(&format!("/spec/{f}")).and_then(Value::as_i64);
+    if let Some(d) = int("leaseDurationSeconds").filter(|d| *d <= 0) {
+        causes.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {d}: must be greater than 0"),
+            field: "spec.leaseDurationSeconds".into(),
+        });
+    }
+    if let Some(t) = int("leaseTransitions").filter(|t| *t < 0) {
+        causes.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {t}: must be greater than or equal to 0"),
+            field: "spec.leaseTransitions".into(),
+        });
+    }
 }
 
 fn invalid(field: String, value: &str, message: &str) -> StatusCause {

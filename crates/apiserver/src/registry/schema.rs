@@ -591,6 +591,48 @@ pub fn drop_empty_optional(v: &mut Value, ty: Option<Ty<'_>>, keep: &[&str]) {
     }
 }
 
+/// The first `MicroTime` value of `v` that Go's `metav1.MicroTime` would not decode, as
+/// its error: it parses with exactly six fractional digits
+/// (`2006-01-02T15:04:05.000000Z07:00`), where `Time` takes any RFC 3339 form.
+pub fn micro_time_error(v: &Value, ty: Option<Ty<'_>>) -> Option<String> {
+    const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
+    fn walk(v: &Value, ty: Ty<'_>, micro: NodeId, depth: usize) -> Option<String> {
+        if depth > 64 {
+            return None;
+        }
+        if std::ptr::eq(ty.idx, &*BUILTIN) && ty.id == micro {
+            return match v {
+                Value::String(s) => crate::registry::go_time::parse_micro_time(s).err(),
+                _ => None,
+            };
+        }
+        let (t, n) = ty.node();
+        match (v, n) {
+            (Value::Object(m), Node::Object { fields, values, .. }) => {
+                m.iter().find_map(|(k, child)| {
+                    let id = fields.get(k).map(|f| f.node).or(*values)?;
+                    walk(child, Ty { idx: t.idx, id }, micro, depth + 1)
+                })
+            }
+            (Value::Array(items), Node::List { items: id, .. }) => items.iter().find_map(|item| {
+                walk(
+                    item,
+                    Ty {
+                        idx: t.idx,
+                        id: *id,
+                    },
+                    micro,
+                    depth + 1,
+                )
+            }),
+            _ => None,
+        }
+    }
+    let ty = ty?;
+    let micro = *BUILTIN.defs.get(MICRO_TIME)?;
+    walk(v, ty, micro, 0)
+}
+
 /// `""`, `0` or `false`.
 fn is_go_zero(v: &Value) -> bool {
     match v {
