@@ -1075,6 +1075,10 @@ impl ApiServer {
             &Default::default(),
             false,
         );
+        // Encoding: the fields Go writes even when unset (not owned by the creator).
+        if def.crd.is_none() {
+            crate::registry::schema::fill_go_unset(&mut obj, ty);
+        }
         for attempt in 0..8 {
             let name = match (&given, &generate) {
                 (Some(n), _) => n.clone(),
@@ -1503,6 +1507,7 @@ impl ApiServer {
         crate::registry::schema::default_keys(&mut next, ty);
         if def.crd.is_none() {
             crate::registry::schema::fill_struct_fields(&mut next, ty);
+            crate::registry::schema::fill_go_unset(&mut next, ty);
         }
         if let Some(crd) = &def.crd {
             crd.validate_rules(def, &next, Some(cur), &def.version)?;

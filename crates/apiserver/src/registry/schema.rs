@@ -59,6 +59,9 @@ struct Field {
     required: bool,
     /// A Go non-pointer `omitempty` scalar: dropped when `""`, `0` or `false`.
     omit_zero: bool,
+    /// What Go writes for the field when it is unset (a non-pointer scalar without
+    /// `omitempty`: `""`, `0`, `false`; a time: `null`).
+    unset: Option<Value>,
 }
 
 #[derive(Clone, Debug)]
@@ -128,13 +131,18 @@ static BUILTIN: LazyLock<Index> = LazyLock::new(|| {
             idx.nodes[id] = node;
         }
     }
-    for (name, zero_dropped) in super::omitempty::ZERO_DROPPED {
+    for (name, zero_dropped, always) in super::omitempty::GO_FIELDS {
         if let Some(&id) = idx.defs.get(*name)
             && let Node::Object { fields, .. } = &mut idx.nodes[id]
         {
             for f in *zero_dropped {
                 if let Some(field) = fields.get_mut(*f) {
                     field.omit_zero = true;
+                }
+            }
+            for (f, unset) in *always {
+                if let Some(field) = fields.get_mut(*f) {
+                    field.unset = serde_json::from_str(unset).ok();
                 }
             }
         }
@@ -254,6 +262,7 @@ impl Index {
                         default: None,
                         required: false,
                         omit_zero: false,
+                        unset: None,
                     },
                 );
             }
@@ -268,6 +277,7 @@ impl Index {
                         default: None,
                         required: false,
                         omit_zero: false,
+                        unset: None,
                     },
                 );
                 *n = Node::Object {
@@ -348,6 +358,7 @@ impl Index {
                         default: ps.get("default").cloned(),
                         required: required.contains(&name.as_str()),
                         omit_zero: false,
+                        unset: None,
                     },
                 );
             }
@@ -631,6 +642,55 @@ pub fn micro_time_error(v: &Value, ty: Option<Ty<'_>>) -> Option<String> {
     let ty = ty?;
     let micro = *BUILTIN.defs.get(MICRO_TIME)?;
     walk(v, ty, micro, 0)
+}
+
+/// Writes what Go's encoding writes for the unset fields of a built-in object's structs:
+/// `""`, `0` or `false` for a non-pointer scalar without `omitempty`, `null` for a
+/// non-pointer time (an Event's `eventTime`, a condition's `lastTransitionTime`).
+pub fn fill_go_unset(v: &mut Value, ty: Option<Ty<'_>>) {
+    fn walk(v: &mut Value, ty: Ty<'_>, depth: usize) {
+        if depth > 64 {
+            return;
+        }
+        let (t, n) = ty.node();
+        match (v, n) {
+            (Value::Object(m), Node::Object { fields, values, .. }) => {
+                for (k, f) in fields {
+                    if let Some(unset) = &f.unset
+                        && !m.contains_key(k)
+                    {
+                        m.insert(k.clone(), unset.clone());
+                    }
+                }
+                for (k, child) in m.iter_mut() {
+                    let id = match fields.get(k) {
+                        Some(f) => f.node,
+                        None => match values {
+                            Some(id) => *id,
+                            None => continue,
+                        },
+                    };
+                    walk(child, Ty { idx: t.idx, id }, depth + 1);
+                }
+            }
+            (Value::Array(items), Node::List { items: id, .. }) => {
+                for item in items {
+                    walk(
+                        item,
+                        Ty {
+                            idx: t.idx,
+                            id: *id,
+                        },
+                        depth + 1,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(ty) = ty {
+        walk(v, ty, 0);
+    }
 }
 
 /// `""`, `0` or `false`.

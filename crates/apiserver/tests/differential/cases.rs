@@ -1760,8 +1760,6 @@ pub fn status_subresource() -> Scenario {
     }
 }
 
-const GO_ZERO_FIELDS: &str = "Go writes its non-omitempty fields when zero (\"\", a null time); the embedded server does not write absent ones yet";
-
 /// Leases (leader election) and Events (the event recorder): MicroTime forms, lease
 /// conflicts, the two Event APIs' required fields.
 pub fn leases_and_events() -> Scenario {
@@ -1774,35 +1772,69 @@ pub fn leases_and_events() -> Scenario {
     Scenario {
         name: "leases_and_events",
         steps: vec![
-            post("lease-micro", &format!("{leases}?dryRun=All"), lease("l1", "2026-12-03T14:00:00.123456Z")),
-            post("lease-short-fraction", &format!("{leases}?dryRun=All"), lease("l2", "2026-12-03T14:00:00.1Z")),
-            post("lease-no-fraction", &format!("{leases}?dryRun=All"), lease("l3", "2026-12-03T14:00:00Z")),
-            post("lease-nanos", &format!("{leases}?dryRun=All"), lease("l4", "2026-12-03T14:00:00.123456789Z")),
-            post("lease-offset", &format!("{leases}?dryRun=All"), lease("l5", "2026-12-03T16:00:00.5+02:00")),
-            post("lease-bad-time", &format!("{leases}?dryRun=All"), lease("l6", "yesterday")),
-            post("lease-negative-duration", &format!("{leases}?dryRun=All"),
+            post(
+                "lease-micro",
+                &format!("{leases}?dryRun=All"),
+                lease("l1", "2026-12-03T14:00:00.123456Z"),
+            ),
+            post(
+                "lease-short-fraction",
+                &format!("{leases}?dryRun=All"),
+                lease("l2", "2026-12-03T14:00:00.1Z"),
+            ),
+            post(
+                "lease-no-fraction",
+                &format!("{leases}?dryRun=All"),
+                lease("l3", "2026-12-03T14:00:00Z"),
+            ),
+            post(
+                "lease-nanos",
+                &format!("{leases}?dryRun=All"),
+                lease("l4", "2026-12-03T14:00:00.123456789Z"),
+            ),
+            post(
+                "lease-offset",
+                &format!("{leases}?dryRun=All"),
+                lease("l5", "2026-12-03T16:00:00.5+02:00"),
+            ),
+            post(
+                "lease-bad-time",
+                &format!("{leases}?dryRun=All"),
+                lease("l6", "yesterday"),
+            ),
+            post(
+                "lease-negative-duration",
+                &format!("{leases}?dryRun=All"),
                 json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l7"},
-                    "spec": {"leaseDurationSeconds": -1, "leaseTransitions": -1}})),
-            post("core-event", "/api/v1/namespaces/{ns}/events?dryRun=All",
+                    "spec": {"leaseDurationSeconds": -1, "leaseTransitions": -1}}),
+            ),
+            post(
+                "core-event",
+                "/api/v1/namespaces/{ns}/events?dryRun=All",
                 json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
                     "involvedObject": {"kind": "Pod", "name": "p", "namespace": "{ns}"},
                     "reason": "Started", "message": "m", "type": "Normal", "count": 1,
                     "firstTimestamp": "2026-12-03T14:00:00Z", "lastTimestamp": "2026-12-03T14:00:00Z",
-                    "source": {"component": "kw"}}))
-                .ignore("body.eventTime", GO_ZERO_FIELDS)
-                .ignore("body.reportingComponent", GO_ZERO_FIELDS)
-                .ignore("body.reportingInstance", GO_ZERO_FIELDS),
-            post("core-event-minimal", "/api/v1/namespaces/{ns}/events?dryRun=All",
-                json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e2"}})),
-            post("events-v1", "/apis/events.k8s.io/v1/namespaces/{ns}/events?dryRun=All",
+                    "source": {"component": "kw"}}),
+            ),
+            post(
+                "core-event-minimal",
+                "/api/v1/namespaces/{ns}/events?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e2"}}),
+            ),
+            post(
+                "events-v1",
+                "/apis/events.k8s.io/v1/namespaces/{ns}/events?dryRun=All",
                 json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e3"},
                     "eventTime": "2026-12-03T14:00:00.000001Z", "reportingController": "example.com/kw",
                     "reportingInstance": "kw-1", "action": "Reconcile", "reason": "Synced", "type": "Normal",
-                    "regarding": {"kind": "Pod", "name": "p", "namespace": "{ns}"}, "note": "n"}))
-                .ignore("body.deprecatedFirstTimestamp", GO_ZERO_FIELDS)
-                .ignore("body.deprecatedLastTimestamp", GO_ZERO_FIELDS),
-            post("events-v1-minimal", "/apis/events.k8s.io/v1/namespaces/{ns}/events?dryRun=All",
-                json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e4"}})),
+                    "regarding": {"kind": "Pod", "name": "p", "namespace": "{ns}"}, "note": "n"}),
+            ),
+            post(
+                "events-v1-minimal",
+                "/apis/events.k8s.io/v1/namespaces/{ns}/events?dryRun=All",
+                json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e4"}}),
+            ),
         ],
     }
 }
