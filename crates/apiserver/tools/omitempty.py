@@ -111,7 +111,14 @@ def main():
            "/// Built-in definitions (sorted by name) with the scalar fields Go drops when zero",
            "/// (non-pointer `omitempty`) and those it always writes, with the JSON it writes",
            "/// when they are unset (non-pointer without `omitempty`; times as `null`).",
-           "pub static GO_FIELDS: &[(&str, &[&str], &[(&str, &str)])] = &["]
+           "pub type GoFields = (",
+           "    &'static str,",
+           "    &'static [&'static str],",
+           "    &'static [(&'static str, &'static str)],",
+           ");",
+           "",
+           "/// The table.",
+           "pub static GO_FIELDS: &[GoFields] = &["]
     for name, drop, always in rows:
         d = ", ".join(json.dumps(f) for f in drop)
         a = ", ".join(f"({json.dumps(f)}, {json.dumps(z)})" for f, z in always)
