@@ -782,12 +782,7 @@ impl ApiServer {
             ) {
                 return Err(cannot_handle(e));
             }
-            let normalized = n(&obj).map_err(|e| {
-                ApiError::bad_request(format!(
-                    "{} in version \"{}\" cannot be handled as a {}: {e}",
-                    def.kind, def.version, def.kind
-                ))
-            })?;
+            let normalized = n(&obj).map_err(cannot_handle)?;
             let unknown = unknown_fields(&obj, &normalized, "");
             // Keep the caller's representation (e.g. explicit nulls dropped), typed-clean.
             obj = normalized;
