@@ -315,7 +315,8 @@ pub enum SmpError {
     /// Upstream's generic 422: lists of lists, a patch setting fields `$retainKeys` does
     /// not list.
     Rejected,
-    /// Any other error: upstream answers a plain 500 carrying the text.
+    /// An error upstream returns unwrapped, answered as a plain 500 carrying the text
+    /// (recorded: an unknown `$patch` directive, a list item without its merge key).
     Other(String),
 }
 
@@ -405,7 +406,7 @@ pub fn strategic_merge(
         let original: Vec<Value> = match om.get(field) {
             Some(Value::Array(a)) => a.clone(),
             Some(_) => {
-                return Err(SmpError::Other(format!(
+                return Err(SmpError::BadRequest(format!(
                     "$setElementOrder/{field}: the field is not a list"
                 )));
             }
@@ -419,7 +420,7 @@ pub fn strategic_merge(
             }
             (_, Some(Value::Array(pl))) => fresh_list(pl, item_ty)?,
             (_, Some(_)) => {
-                return Err(SmpError::Other(format!(
+                return Err(SmpError::BadRequest(format!(
                     "$setElementOrder/{field}: the patch is not a list"
                 )));
             }
@@ -615,9 +616,7 @@ fn merge_list(
         match kind {
             None => kind = Some(v.is_object()),
             Some(k) if k != v.is_object() => {
-                return Err(SmpError::Other(
-                    "list element types are not identical".into(),
-                ));
+                return Err(SmpError::bad("list element types are not identical"));
             }
             _ => {}
         }
@@ -638,9 +637,7 @@ fn merge_list(
     }
     let item_ty = f.and_then(|f| f.ty.list()).map(|l| l.0);
     let Some(key) = list_merge_key(f) else {
-        return Err(SmpError::Other(
-            "cannot merge lists without merge key".into(),
-        ));
+        return Err(SmpError::bad("cannot merge lists without merge key"));
     };
     let no_key = |item: &Value| {
         SmpError::Other(format!(
@@ -660,8 +657,8 @@ fn merge_list(
             }
             Some(Value::String(d)) if d == "replace" => replace = true,
             Some(Value::String(d)) if d == "merge" => {
-                return Err(SmpError::Other(
-                    "merging lists cannot yet be specified in the patch".into(),
+                return Err(SmpError::bad(
+                    "merging lists cannot yet be specified in the patch",
                 ));
             }
             Some(other) => {
