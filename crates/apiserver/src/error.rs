@@ -169,6 +169,20 @@ fn options_details(msg: &str) -> Option<StatusDetails> {
     })
 }
 
+/// The word Go's `encoding/json` uses for a JSON value's type in an `UnmarshalTypeError`
+/// (`None` for `null`, which decodes into anything).
+pub(crate) fn go_json_type(v: &serde_json::Value) -> Option<&'static str> {
+    use serde_json::Value;
+    match v {
+        Value::Null => None,
+        Value::Bool(_) => Some("bool"),
+        Value::Number(_) => Some("number"),
+        Value::String(_) => Some("string"),
+        Value::Array(_) => Some("array"),
+        Value::Object(_) => Some("object"),
+    }
+}
+
 /// A string quoted like Go's `%q` (`strconv.Quote`), as kube-apiserver quotes names in its
 /// messages.
 pub(crate) fn go_quote(s: &str) -> String {

@@ -1,6 +1,6 @@
 //! PATCH: JSON Patch, JSON merge patch, strategic merge patch and server-side apply.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, go_json_type};
 use crate::http::admission::{Admission, Attributes, Operation};
 use crate::http::api::{ApiServer, Target, add_warnings, check_body};
 use crate::http::conversion;
@@ -133,23 +133,13 @@ pub(crate) async fn patch(
             crate::http::limits::apply_json_patch(&mut doc, &p.0)?;
         }
         Kind::Merge => {
-            let p: Value = serde_json::from_str(patch_text)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if let Some(ty) = go_json_type(&p).filter(|_| !p.is_object()) {
-                return Err(ApiError::bad_request(format!(
-                    "error decoding patch: json: cannot unmarshal {ty} into Go value of type map[string]interface {{}}"
-                )));
-            }
+            let p = decode_patch_map(patch_text, "error decoding patch: ")?;
             json_patch::merge(&mut doc, &p);
         }
         Kind::Strategic => {
-            let p: Value = serde_json::from_str(patch_text)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if let Some(ty) = go_json_type(&p).filter(|_| !p.is_object()) {
-                return Err(ApiError::bad_request(format!(
-                    "json: cannot unmarshal {ty} into Go value of type map[string]interface {{}}"
-                )));
-            }
+            // kube-apiserver's text for a strategic patch that is not a map lacks the
+            // prefix its merge patch text has.
+            let p = decode_patch_map(patch_text, "")?;
             strategic_merge(&mut doc, &p, schema::for_resource(&t.def, sub))
                 .map_err(SmpError::into_api)?;
         }
@@ -234,16 +224,17 @@ fn decode_json_patch(text: &str) -> Result<json_patch::Patch, ApiError> {
     serde_json::from_value(v).map_err(|_| crate::http::limits::json_patch_rejected())
 }
 
-/// The word Go's `encoding/json` uses for a JSON value's type in an `UnmarshalTypeError`
-/// (`None` for `null`, which decodes into anything).
-fn go_json_type(v: &Value) -> Option<&'static str> {
-    match v {
-        Value::Null => None,
-        Value::Bool(_) => Some("bool"),
-        Value::Number(_) => Some("number"),
-        Value::String(_) => Some("string"),
-        Value::Array(_) => Some("array"),
-        Value::Object(_) => Some("object"),
+/// Decodes a merge or strategic merge patch, which kube-apiserver reads into a
+/// `map[string]interface{}`: any other JSON value but `null` is a 400 with Go's text,
+/// after `prefix`.
+fn decode_patch_map(text: &str, prefix: &str) -> Result<Value, ApiError> {
+    let p: Value = serde_json::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    match go_json_type(&p) {
+        Some(ty) if !p.is_object() => Err(ApiError::bad_request(format!(
+            "{prefix}json: cannot unmarshal {ty} into Go value of type map[string]interface {{}}"
+        ))),
+        _ => Ok(p),
     }
 }
 

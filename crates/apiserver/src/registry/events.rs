@@ -70,7 +70,6 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
     let event_time = set("eventTime");
     // Legacy checks (every Event). The controller's field is named as the request's API
     // names it.
-    let controller_path = controller;
     if !event_time {
         let mismatch = if involved_ns.is_empty() {
             !namespace.is_empty() && namespace != "default"
@@ -94,10 +93,10 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
         }
         let rc = text(controller);
         if rc.is_empty() {
-            causes.push(required(controller_path));
+            causes.push(required(controller));
         }
         for msg in crate::error::qualified_name_errors(rc) {
-            causes.push(invalid(controller_path, rc, &msg));
+            causes.push(invalid(controller, rc, &msg));
         }
         let ri = text("reportingInstance");
         if ri.is_empty() {

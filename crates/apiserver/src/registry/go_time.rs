@@ -2,6 +2,8 @@
 //! (`2006-01-02T15:04:05.000000Z07:00`), and its error texts: a MicroTime sent with
 //! fewer or more than six fractional digits is refused by kube-apiserver, and so here.
 
+use crate::error::go_quote as quote;
+
 const LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
 
 /// One element of the layout: a literal, or a value.
@@ -48,10 +50,6 @@ const ELEMS: [Elem; 13] = [
     Elem::Micros,
     Elem::Zone,
 ];
-
-fn quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
 
 fn digit(s: &[u8], i: usize) -> Option<u32> {
     s.get(i)

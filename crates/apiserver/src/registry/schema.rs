@@ -546,7 +546,7 @@ pub fn drop_empty_optional(v: &mut Value, ty: Option<Ty<'_>>, keep: &[&str]) {
         }
         let (t, n) = ty.node();
         match (v, n) {
-            (Value::Object(m), Node::Object { fields, values, .. }) => {
+            (Value::Object(m), Node::Object { fields, .. }) => {
                 if !fields.is_empty() {
                     m.retain(|k, child| {
                         let Some(f) = fields.get(k) else { return true };
@@ -571,27 +571,16 @@ pub fn drop_empty_optional(v: &mut Value, ty: Option<Ty<'_>>, keep: &[&str]) {
                     });
                 }
                 for (k, child) in m.iter_mut() {
-                    let id = match fields.get(k) {
-                        Some(f) => f.node,
-                        None => match values {
-                            Some(id) => *id,
-                            None => continue,
-                        },
-                    };
-                    walk(child, Ty { idx: t.idx, id }, depth + 1, &[]);
+                    if let Some(f) = t.field(k) {
+                        walk(child, f.ty, depth + 1, &[]);
+                    }
                 }
             }
-            (Value::Array(items), Node::List { items: id, .. }) => {
-                for item in items {
-                    walk(
-                        item,
-                        Ty {
-                            idx: t.idx,
-                            id: *id,
-                        },
-                        depth + 1,
-                        &[],
-                    );
+            (Value::Array(items), Node::List { .. }) => {
+                if let Some((item_ty, _, _)) = t.list() {
+                    for item in items {
+                        walk(item, item_ty, depth + 1, &[]);
+                    }
                 }
             }
             _ => {}
@@ -619,23 +608,15 @@ pub fn micro_time_error(v: &Value, ty: Option<Ty<'_>>) -> Option<String> {
         }
         let (t, n) = ty.node();
         match (v, n) {
-            (Value::Object(m), Node::Object { fields, values, .. }) => {
-                m.iter().find_map(|(k, child)| {
-                    let id = fields.get(k).map(|f| f.node).or(*values)?;
-                    walk(child, Ty { idx: t.idx, id }, micro, depth + 1)
-                })
+            (Value::Object(m), Node::Object { .. }) => m
+                .iter()
+                .find_map(|(k, child)| walk(child, t.field(k)?.ty, micro, depth + 1)),
+            (Value::Array(items), Node::List { .. }) => {
+                let (item_ty, _, _) = t.list()?;
+                items
+                    .iter()
+                    .find_map(|item| walk(item, item_ty, micro, depth + 1))
             }
-            (Value::Array(items), Node::List { items: id, .. }) => items.iter().find_map(|item| {
-                walk(
-                    item,
-                    Ty {
-                        idx: t.idx,
-                        id: *id,
-                    },
-                    micro,
-                    depth + 1,
-                )
-            }),
             _ => None,
         }
     }
@@ -654,7 +635,7 @@ pub fn fill_go_unset(v: &mut Value, ty: Option<Ty<'_>>) {
         }
         let (t, n) = ty.node();
         match (v, n) {
-            (Value::Object(m), Node::Object { fields, values, .. }) => {
+            (Value::Object(m), Node::Object { fields, .. }) => {
                 for (k, f) in fields {
                     if let Some(unset) = &f.unset
                         && !m.contains_key(k)
@@ -663,26 +644,16 @@ pub fn fill_go_unset(v: &mut Value, ty: Option<Ty<'_>>) {
                     }
                 }
                 for (k, child) in m.iter_mut() {
-                    let id = match fields.get(k) {
-                        Some(f) => f.node,
-                        None => match values {
-                            Some(id) => *id,
-                            None => continue,
-                        },
-                    };
-                    walk(child, Ty { idx: t.idx, id }, depth + 1);
+                    if let Some(f) = t.field(k) {
+                        walk(child, f.ty, depth + 1);
+                    }
                 }
             }
-            (Value::Array(items), Node::List { items: id, .. }) => {
-                for item in items {
-                    walk(
-                        item,
-                        Ty {
-                            idx: t.idx,
-                            id: *id,
-                        },
-                        depth + 1,
-                    );
+            (Value::Array(items), Node::List { .. }) => {
+                if let Some((item_ty, _, _)) = t.list() {
+                    for item in items {
+                        walk(item, item_ty, depth + 1);
+                    }
                 }
             }
             _ => {}

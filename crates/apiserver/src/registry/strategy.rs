@@ -195,6 +195,7 @@ impl Strategy for Kind {
         if let Some(c) = self.create {
             c(obj);
         }
+        crate::registry::defaults::null_when_empty(obj, not_omitempty(&def.group, &def.plural));
         if self.generation != Generation::None {
             meta_mut(obj).insert("generation".into(), json!(1));
         }
@@ -206,10 +207,11 @@ impl Strategy for Kind {
         new: &mut Value,
         sub: Option<&str>,
     ) {
-        if sub.is_none()
-            && let Some(u) = self.update
-        {
-            u(old, new);
+        if sub.is_none() {
+            if let Some(u) = self.update {
+                u(old, new);
+            }
+            crate::registry::defaults::null_when_empty(new, not_omitempty(&def.group, &def.plural));
         }
         bump_generation(self.generation, def, old, new, sub);
     }
@@ -244,7 +246,8 @@ static PRIORITY_CLASS: Kind = Kind {
     ..kind(Generation::CreateOnly)
 };
 /// Go's optional top-level lists without `omitempty`, by resource: an empty one is kept
-/// when decoded (and owned in managedFields), and storage turns it into `null`.
+/// when decoded (and owned in managedFields), and storage turns it into `null`
+/// (`defaults::null_when_empty`, on every create and update of the resource).
 pub fn not_omitempty(group: &str, plural: &str) -> &'static [&'static str] {
     match (group, plural) {
         ("discovery.k8s.io", "endpointslices") => &["endpoints", "ports"],
@@ -253,17 +256,9 @@ pub fn not_omitempty(group: &str, plural: &str) -> &'static [&'static str] {
     }
 }
 
-static ENDPOINT_SLICE: Kind = Kind {
-    // Go writes these lists even when empty, and storage turns empty into null.
-    create: Some(|o| crate::registry::defaults::null_when_empty(o, &["endpoints", "ports"])),
-    update: Some(|_, o| crate::registry::defaults::null_when_empty(o, &["endpoints", "ports"])),
-    ..kind(Generation::SpecOrLabels)
-};
-static ROLE: Kind = Kind {
-    create: Some(|o| crate::registry::defaults::null_when_empty(o, &["rules"])),
-    update: Some(|_, o| crate::registry::defaults::null_when_empty(o, &["rules"])),
-    ..kind(Generation::None)
-};
+// Their lists Go writes even when empty: `not_omitempty`.
+static ENDPOINT_SLICE: Kind = kind(Generation::SpecOrLabels);
+static ROLE: Kind = kind(Generation::None);
 static STORAGE_CLASS: Kind = Kind {
     defaults: Some(|o| {
         crate::registry::defaults::set_default(o, "/reclaimPolicy", json!("Delete"));

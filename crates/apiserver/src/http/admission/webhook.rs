@@ -526,11 +526,9 @@ fn go_decode_error(raw: &[u8], _e: &serde_json::Error) -> String {
         return "unexpected end of JSON input".into();
     }
     let ty = match serde_json::from_slice::<Value>(raw) {
-        Ok(Value::Array(_)) => "array",
-        Ok(Value::Number(_)) => "number",
-        Ok(Value::Bool(_)) => "bool",
         Ok(Value::Object(_)) => return crate::error::go_json_error(raw),
-        _ => "string",
+        Ok(v) => crate::error::go_json_type(&v).unwrap_or("string"),
+        Err(_) => "string",
     };
     format!(
         "json: cannot unmarshal {ty} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}"
