@@ -12,8 +12,10 @@
 //!   message is kept without `managedFields`. (JSON arrivals are decoded and re-encoded
 //!   compactly.)
 //! * [`Lean::object`] decodes (tens of µs for a pod, see docs/performance.md); a small
-//!   process-wide cache keeps the most recently decoded objects, so a reconciler that
-//!   reads the object its handler read gets it without decoding it again.
+//!   process-wide cache keeps recently decoded objects, so a reconciler that reads the
+//!   object its handler read gets it without decoding it again. An object that arrived
+//!   recently is kept on its first read; an older one only on its second, so reads
+//!   spread over many cold objects (a scan, a periodic resync) do not churn the cache.
 //! * [`Resource::meta`] of a `Lean<K>` has the name, namespace, uid, resourceVersion,
 //!   generation, creation and deletion timestamps, labels, owner references and
 //!   finalizers; annotations and `managedFields` are not kept there (annotations are in
@@ -109,11 +111,65 @@ pub const DEFAULT_DECODED_CACHE: usize = 256;
 
 static CAPACITY: AtomicUsize = AtomicUsize::new(DEFAULT_DECODED_CACHE);
 
-/// The most recently decoded objects of every lean type, by object id (FIFO).
+/// The most recently decoded objects of every lean type, by object id (FIFO), and the
+/// admission doorkeeper for objects read cold (see [`Decoded::admits`]).
 #[derive(Default)]
 struct Decoded {
     map: HashMap<u64, Arc<dyn Any + Send + Sync>>,
     order: VecDeque<u64>,
+    /// Ids of cold objects read once and not admitted, one per slot (`id % len`).
+    seen: Vec<u64>,
+}
+
+/// Objects created among the last `RECENT × capacity` lean objects count as recent.
+const RECENT: u64 = 4;
+/// Doorkeeper slots per cached object.
+const SEEN_PER_ENTRY: usize = 2;
+
+impl Decoded {
+    /// Whether a decoded object read on a cache miss is worth keeping. A recent object
+    /// (what a handler and then its reconciler read) is kept on its first read; an older
+    /// one on its second read while the doorkeeper still remembers the first. A scan or
+    /// random reads over many cold objects then leave the cache alone instead of
+    /// evicting (and freeing) a decoded object on every read.
+    fn admits(&mut self, id: u64, cap: usize) -> bool {
+        let newest = NEXT_ID.load(Ordering::Relaxed);
+        if newest.saturating_sub(id) <= RECENT * cap as u64 {
+            return true;
+        }
+        let slots = cap * SEEN_PER_ENTRY;
+        if self.seen.len() != slots {
+            self.seen = vec![0; slots];
+        }
+        let slot = &mut self.seen[(id % slots as u64) as usize];
+        if *slot == id {
+            *slot = 0;
+            true
+        } else {
+            *slot = id;
+            false
+        }
+    }
+
+    fn insert(
+        &mut self,
+        id: u64,
+        obj: Arc<dyn Any + Send + Sync>,
+        cap: usize,
+    ) -> Vec<Arc<dyn Any + Send + Sync>> {
+        let mut evicted = Vec::new();
+        if self.map.insert(id, obj).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > cap {
+            if let Some(old) = self.order.pop_front()
+                && let Some(o) = self.map.remove(&old)
+            {
+                evicted.push(o);
+            }
+        }
+        evicted
+    }
 }
 
 static DECODED: LazyLock<Mutex<Decoded>> = LazyLock::new(Mutex::default);
@@ -122,25 +178,27 @@ fn decoded() -> std::sync::MutexGuard<'static, Decoded> {
     DECODED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn remember(id: u64, obj: Arc<dyn Any + Send + Sync>) {
+/// How a decoded object enters the cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Decoded on arrival (JSON): kept.
+    Always,
+    /// Decoded on a read that missed: kept if [`Decoded::admits`] it.
+    IfAdmitted,
+}
+
+fn remember(id: u64, obj: Arc<dyn Any + Send + Sync>, keep: Keep) {
     let cap = CAPACITY.load(Ordering::Relaxed);
     if cap == 0 {
         return;
     }
-    let mut evicted = Vec::new();
-    {
+    let evicted = {
         let mut d = decoded();
-        if d.map.insert(id, obj).is_none() {
-            d.order.push_back(id);
+        if keep == Keep::IfAdmitted && !d.admits(id, cap) {
+            return;
         }
-        while d.order.len() > cap {
-            if let Some(old) = d.order.pop_front()
-                && let Some(o) = d.map.remove(&old)
-            {
-                evicted.push(o);
-            }
-        }
-    }
+        d.insert(id, obj, cap)
+    };
     // Freed after the lock is released: other readers do not wait for it.
     drop(evicted);
 }
@@ -155,6 +213,7 @@ pub fn set_decoded_cache_capacity(n: usize) {
             d.map.remove(&old);
         }
     }
+    d.seen.clear();
 }
 
 /// The metadata a lean object keeps at hand.
@@ -182,7 +241,7 @@ where
     /// A decoded object (kept in the cache of decoded objects) and its encoding.
     fn new(obj: K, bytes: Vec<u8>, format: Format) -> Self {
         let lean = Self::encoded(obj.meta().clone(), bytes, format);
-        remember(lean.id, Arc::new(obj));
+        remember(lean.id, Arc::new(obj), Keep::Always);
         lean
     }
 
@@ -196,7 +255,9 @@ where
         Ok(Self::new(obj, bytes, Format::Json))
     }
 
-    /// The decoded object: from the cache of recently decoded objects, else decoded now.
+    /// The decoded object: from the cache of recently decoded objects, else decoded now
+    /// (and kept if the object is recent or was read shortly before; see the
+    /// [module docs](self)).
     pub fn object(&self) -> Result<Arc<K>, LeanError> {
         let hit = decoded().map.get(&self.id).cloned();
         if let Some(hit) = hit
@@ -205,7 +266,7 @@ where
             return Ok(obj);
         }
         let obj = Arc::new(self.decode()?);
-        remember(self.id, obj.clone());
+        remember(self.id, obj.clone(), Keep::IfAdmitted);
         Ok(obj)
     }
 
@@ -381,6 +442,25 @@ mod tests {
             serde_json::to_value(&lean).unwrap()["metadata"]["annotations"]["n"],
             "x"
         );
+    }
+
+    #[test]
+    fn cold_objects_are_kept_on_their_second_read() {
+        let body = kubewright_proto::encode(&pod_json()).unwrap();
+        let cold: Lean<Pod> = kubewright_proto::from_slice(&body).unwrap();
+        // Enough newer objects that `cold` is no longer recent.
+        let newer = RECENT as usize * CAPACITY.load(Ordering::Relaxed) + 1;
+        let _newer: Vec<Lean<Pod>> = (0..newer)
+            .map(|_| Lean::encoded(ObjectMeta::default(), Vec::new(), Format::Json))
+            .collect();
+        let first = cold.object().unwrap();
+        let second = cold.object().unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a cold object's first read is not kept"
+        );
+        let third = cold.object().unwrap();
+        assert!(Arc::ptr_eq(&second, &third), "its second read is");
     }
 
     #[test]
