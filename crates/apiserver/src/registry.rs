@@ -195,9 +195,29 @@ fn builtin_def(
             ))
             || (group == "coordination.k8s.io" && plural == "leases")
             || (group == "rbac.authorization.k8s.io"),
+        // The stores with `ReturnDeletedObject` in kube-apiserver v1.36.
         delete_returns_object: (core
-            && matches!(plural.as_str(), "pods" | "serviceaccounts" | "namespaces"))
-            || (group == "storage.k8s.io" && plural == "storageclasses"),
+            && matches!(
+                plural.as_str(),
+                "pods"
+                    | "podtemplates"
+                    | "serviceaccounts"
+                    | "namespaces"
+                    | "services"
+                    | "persistentvolumes"
+                    | "persistentvolumeclaims"
+                    | "resourcequotas"
+            ))
+            || (group == "storage.k8s.io"
+                && matches!(
+                    plural.as_str(),
+                    "storageclasses"
+                        | "csidrivers"
+                        | "csinodes"
+                        | "volumeattachments"
+                        | "volumeattributesclasses"
+                ))
+            || group == "resource.k8s.io",
         normalizer: Some(normalizer),
         crd: None,
         verbs: ALL_VERBS.to_vec(),

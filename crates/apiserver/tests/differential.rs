@@ -67,6 +67,7 @@ scenarios!(
     apply_ownership,
     watch_selectors,
     status_subresource,
+    status_metadata,
     leases_and_events,
     pagination,
 );

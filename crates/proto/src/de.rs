@@ -1414,8 +1414,10 @@ impl<'de> SeqAccess<'de> for Seq<'_, 'de> {
 
     fn size_hint(&self) -> Option<usize> {
         match self {
+            // One element per entry, except in packed runs of numbers.
             Seq::Elements(e) => match e.ty {
                 Type::Message(_) => Some(e.entries.len() - e.pos),
+                Type::Scalar(s) if s.wire_type() == 2 => Some(e.entries.len() - e.pos),
                 _ => None,
             },
             Seq::Json(it) => Some(it.len()),

@@ -1539,8 +1539,12 @@ impl ApiServer {
             }
         }
         strategy.prepare_for_update(def, cur, &mut next, sub);
-        if sub.is_none() {
-            let causes = crate::registry::resources::validate(def, &next);
+        if sub.is_none() || sub == Some("status") {
+            let causes = if sub.is_none() {
+                crate::registry::resources::validate(def, &next)
+            } else {
+                crate::registry::resources::validate_status(def, &next)
+            };
             if !causes.is_empty() {
                 return Err(ApiError::invalid(
                     &crate::registry::events::error_def(def),
@@ -1569,7 +1573,8 @@ impl ApiServer {
                 let mut changed = fields::compare(cur, &next, ty);
                 // The fields the write may set: a subresource's, or the main resource's.
                 if sub == Some("status") {
-                    changed.retain_root("status", true);
+                    let sm = crate::registry::strategy::status_metadata(def);
+                    changed.retain(|p| sm.owns(p));
                 } else if def.has_status {
                     changed.retain_root("status", false);
                 }
@@ -1740,35 +1745,29 @@ pub(crate) fn merge_for_write(
     sub: Option<&str>,
 ) -> Value {
     let mut next = if sub == Some("status") {
-        // Only .status comes from the request.
+        // .status comes from the request, and the metadata the kind's status strategy
+        // keeps; the rest (spec) from storage.
         let mut n = cur.clone();
-        match obj.get("status") {
-            Some(s) => n["status"] = s.clone(),
-            None => {
-                if let Some(o) = n.as_object_mut() {
-                    o.remove("status");
-                }
+        copy_member(&mut n, obj, "status");
+        if let Some(reset) = crate::registry::strategy::status_metadata(def).reset() {
+            copy_member(&mut n, obj, "metadata");
+            let m = meta_mut(&mut n);
+            for k in reset {
+                match cur.pointer(&format!("/metadata/{k}")) {
+                    Some(v) => m.insert((*k).to_string(), v.clone()),
+                    None => m.remove(*k),
+                };
             }
         }
         n
     } else {
         let mut n = obj.clone();
-        if def.has_status
-            && !(def.group.is_empty() && def.plural == "namespaces" && sub == Some("finalize"))
-        {
-            match cur.get("status") {
-                Some(s) => n["status"] = s.clone(),
-                None => {
-                    if let Some(o) = n.as_object_mut() {
-                        o.remove("status");
-                    }
-                }
-            }
+        if def.has_status {
+            copy_member(&mut n, cur, "status");
         }
-        if sub == Some("finalize") {
-            // Only spec.finalizers may change through /finalize.
-            let fins = obj.pointer("/spec/finalizers").cloned();
-            n = cur.clone();
+        if def.group.is_empty() && def.plural == "namespaces" && sub != Some("finalize") {
+            // A namespace's spec.finalizers change only through /finalize.
+            let fins = cur.pointer("/spec/finalizers").cloned();
             match fins {
                 Some(f) => n["spec"]["finalizers"] = f,
                 None => {
@@ -1809,6 +1808,22 @@ pub(crate) fn merge_for_write(
         o.insert("kind".into(), Value::String(def.kind.clone()));
     }
     next
+}
+
+/// Sets `to[key]` to `from[key]`, or removes it when `from` has none.
+fn copy_member(to: &mut Value, from: &Value, key: &str) {
+    match from.get(key) {
+        Some(v) => {
+            if let Some(o) = to.as_object_mut() {
+                o.insert(key.to_string(), v.clone());
+            }
+        }
+        None => {
+            if let Some(o) = to.as_object_mut() {
+                o.remove(key);
+            }
+        }
+    }
 }
 
 /// What kube-apiserver's decoding into Go structs drops from a built-in object: empty

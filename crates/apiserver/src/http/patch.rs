@@ -852,7 +852,8 @@ async fn apply(
     }
     let mut applied_paths: BTreeSet<Path> = fields::paths_of(&applied, ty);
     if sub == Some("status") {
-        applied_paths.retain(|p| p.first() == Some(&fields::Step::Field("status".into())));
+        let sm = crate::registry::strategy::status_metadata(&t.def);
+        applied_paths.retain(|p| sm.owns(p));
     } else if t.def.has_status {
         applied_paths.retain(|p| p.first() != Some(&fields::Step::Field("status".into())));
     }

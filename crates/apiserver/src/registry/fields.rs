@@ -375,6 +375,13 @@ impl Comparison {
         self.added.union(&self.modified).cloned().collect()
     }
 
+    /// Keeps the members whose path `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Path) -> bool) {
+        for set in [&mut self.added, &mut self.modified, &mut self.removed] {
+            set.retain(|p| keep(p));
+        }
+    }
+
     /// Keeps the members under `root` (`keep` true) or all others (`keep` false): the
     /// fields a subresource may write (`status`) or the main resource may (all but it).
     pub fn retain_root(&mut self, root: &str, keep: bool) {

@@ -252,7 +252,13 @@ pub fn record_managed(
                 .get("fieldsV1")
                 .map(fields::from_fields_v1)
                 .unwrap_or_default();
-            let left: std::collections::BTreeSet<_> = theirs.difference(&owned).cloned().collect();
+            // What this write set is taken from the others, and an update's removals
+            // leave everyone (structured-merge-diff's update).
+            let left: std::collections::BTreeSet<_> = theirs
+                .difference(&owned)
+                .filter(|p| operation != "Update" || !removed.contains(*p))
+                .cloned()
+                .collect();
             if left.is_empty() {
                 continue;
             }

@@ -69,6 +69,26 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
     causes
 }
 
+/// The field errors of a write to `/status` (the kinds' `ValidateStatusUpdate`).
+pub(crate) fn validate_status(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
+    let mut causes = Vec::new();
+    if def.group.is_empty() && def.kind == "Service" {
+        // ValidateLoadBalancerStatus: ingress points only for a LoadBalancer.
+        let ingress = obj
+            .pointer("/status/loadBalancer/ingress")
+            .and_then(Value::as_array)
+            .is_some_and(|i| !i.is_empty());
+        if ingress && obj.pointer("/spec/type").and_then(Value::as_str) != Some("LoadBalancer") {
+            causes.push(StatusCause {
+                reason: "FieldValueForbidden".into(),
+                message: "Forbidden: may only be used when `spec.type` is 'LoadBalancer'".into(),
+                field: "status.loadBalancer.ingress".into(),
+            });
+        }
+    }
+    causes
+}
+
 /// `ValidateLeaseSpec`: a positive duration, non-negative transitions.
 fn lease(obj: &Value, causes: &mut Vec<StatusCause>) {
     let int = |f: &str| obj.pointer(&format!("/spec/{f}")).and_then(Value::as_i64);

@@ -245,6 +245,80 @@ static PRIORITY_CLASS: Kind = Kind {
     }),
     ..kind(Generation::CreateOnly)
 };
+/// What a write to `/status` takes from the request's metadata: each kind's status
+/// strategy (`PrepareForUpdate`) in kube-apiserver v1.36. The server-owned fields (uid,
+/// creation and deletion timestamps, generation, ...) come from storage on every write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusMetadata {
+    /// The request's metadata except these fields, kept as stored; a change to the rest
+    /// is kept and owned by the writer (most long-standing kinds: only the spec is reset).
+    Kept(&'static [&'static str]),
+    /// `ResetObjectMetaForStatus`: labels, annotations, finalizers and owner references
+    /// kept as stored; none of the metadata is owned by the writer.
+    Reset,
+    /// The stored metadata: only `.status` comes from the request (custom resources,
+    /// flow control kinds).
+    Stored,
+}
+
+/// The fields `ResetObjectMetaForStatus` keeps as stored (besides the server-owned ones).
+pub const RESET_FOR_STATUS: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
+
+impl StatusMetadata {
+    /// The metadata fields kept as stored, besides the server-owned ones (`None`: all).
+    pub fn reset(self) -> Option<&'static [&'static str]> {
+        match self {
+            Self::Kept(reset) => Some(reset),
+            Self::Reset => Some(RESET_FOR_STATUS),
+            Self::Stored => None,
+        }
+    }
+
+    /// Whether a `/status` write owns a change at `path` (its `GetResetFields`): status,
+    /// and the metadata the kind keeps from the request.
+    pub fn owns(self, path: &[crate::registry::fields::Step]) -> bool {
+        use crate::registry::fields::Step;
+        match path.first() {
+            Some(Step::Field(f)) if f == "status" => true,
+            Some(Step::Field(f)) if f == "metadata" => match self {
+                Self::Kept(reset) => {
+                    !matches!(path.get(1), Some(Step::Field(m)) if reset.contains(&m.as_str()))
+                }
+                Self::Reset | Self::Stored => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// How a `/status` write of a resource treats metadata.
+pub fn status_metadata(def: &ResourceDef) -> StatusMetadata {
+    if def.crd.is_some() {
+        return StatusMetadata::Stored;
+    }
+    match (def.group.as_str(), def.plural.as_str()) {
+        // Old kubelets corrupted owner references through pods/status.
+        ("", "pods") => StatusMetadata::Kept(&["ownerReferences"]),
+        ("apps", "deployments") => StatusMetadata::Kept(&["labels"]),
+        ("flowcontrol.apiserver.k8s.io", _) => StatusMetadata::Stored,
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies")
+        | ("apiregistration.k8s.io", "apiservices")
+        | ("certificates.k8s.io", "podcertificaterequests")
+        | ("internal.apiserver.k8s.io", "storageversions")
+        | ("networking.k8s.io", "servicecidrs")
+        | (
+            "resource.k8s.io",
+            "resourceclaims" | "devicetaintrules" | "resourcepoolstatusrequests",
+        )
+        | ("scheduling.k8s.io", "podgroups")
+        | ("storage.k8s.io", "volumeattachments")
+        | ("storagemigration.k8s.io", "storageversionmigrations") => StatusMetadata::Reset,
+        // CustomResourceDefinitions too: their status strategy resets metadata from the
+        // new object itself (kubernetes#137681), so changes are kept.
+        _ => StatusMetadata::Kept(&[]),
+    }
+}
+
 /// Go's optional top-level lists without `omitempty`, by resource: an empty one is kept
 /// when decoded (and owned in managedFields), and storage turns it into `null`
 /// (`defaults::null_when_empty`, on every create and update of the resource).

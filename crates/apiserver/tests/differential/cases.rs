@@ -1760,6 +1760,93 @@ pub fn status_subresource() -> Scenario {
     }
 }
 
+/// What `/status` writes keep of metadata, kind by kind (each kind's status strategy):
+/// a Service keeps label, annotation and finalizer changes and its writer owns them; a
+/// Pod drops owner references; a Deployment drops labels; a VolumeAttachment
+/// (`ResetObjectMetaForStatus`), a FlowSchema and a custom resource drop every change; a
+/// CRD keeps them (kubernetes#137681). A namespace's spec.finalizers change only through
+/// `/finalize`, which keeps metadata changes.
+pub fn status_metadata() -> Scenario {
+    let svc = "/api/v1/namespaces/{ns}/services/sm";
+    let pod = "/api/v1/namespaces/{ns}/pods/sm";
+    let dep = "/apis/apps/v1/namespaces/{ns}/deployments/web";
+    let va = "/apis/storage.k8s.io/v1/volumeattachments/{ns}-va";
+    let fs = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/{ns}-fs";
+    let crd_path =
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{ns}.kwdiff.example";
+    let cr = "/apis/{ns}.kwdiff.example/v1/namespaces/{ns}/widgets/w1";
+    let meta = json!({"labels": {"changed": "yes"}, "annotations": {"note": "x"}});
+    let owner = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "6b7f0f5e-0000-4000-8000-000000000001"}]);
+    let mut paused = deployment_body();
+    paused["spec"]["paused"] = json!(true);
+    const CONTROLLER: &str =
+        "the recording cluster's deployment controller writes status and its own managed fields";
+    const APF: &str =
+        "kube-apiserver's flow control configuration controller writes FlowSchema status";
+    Scenario {
+        name: "status_metadata",
+        steps: vec![
+            post("create-service", "/api/v1/namespaces/{ns}/services",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "sm", "labels": {"app": "sm"}},
+                    "spec": {"ports": [{"port": 80}], "selector": {"app": "sm"}}})),
+            patch("service-status", &format!("{svc}/status"), MERGE,
+                json!({"metadata": {"labels": {"app": null, "changed": "yes"}, "annotations": {"note": "x"},
+                    "finalizers": ["example.com/hold"]}, "spec": {"selector": {"app": "other"}},
+                    "status": {"loadBalancer": {}}})),
+            patch("service-status-apply", &format!("{svc}/status?fieldManager=st"), APPLY,
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "sm", "labels": {"applied": "yes"}},
+                    "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.20"}]}}})),
+            patch("service-release", svc, MERGE, json!({"metadata": {"finalizers": null}})),
+            post("create-pod", "/api/v1/namespaces/{ns}/pods",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sm", "labels": {"app": "sm"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}))
+            .ignore("body.spec.volumes", SA_VOLUME)
+            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            patch("pod-status", &format!("{pod}/status"), MERGE,
+                json!({"metadata": {"labels": {"changed": "yes"}, "annotations": {"note": "x"}, "ownerReferences": owner},
+                    "status": {"message": "hello"}}))
+            .ignore("body.spec.volumes", SA_VOLUME)
+            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            post("create-deployment", "/apis/apps/v1/namespaces/{ns}/deployments", paused),
+            patch("deployment-status", &format!("{dep}/status"), MERGE,
+                json!({"metadata": meta.clone(), "status": {"observedGeneration": 1}}))
+            .ignore("body.status", CONTROLLER)
+            .ignore("body.metadata.managedFields", CONTROLLER)
+            .ignore("body.metadata.annotations.deployment.kubernetes.io/revision", CONTROLLER),
+            post("create-volumeattachment", "/apis/storage.k8s.io/v1/volumeattachments",
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "{ns}-va"},
+                    "spec": {"attacher": "x.example.com", "nodeName": "n", "source": {"persistentVolumeName": "pv"}}})),
+            patch("volumeattachment-status", &format!("{va}/status"), MERGE,
+                json!({"metadata": meta.clone(), "status": {"attached": true}})),
+            delete("delete-volumeattachment", va),
+            post("create-flowschema", "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+                json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "{ns}-fs"},
+                    "spec": {"priorityLevelConfiguration": {"name": "global-default"}}}))
+            .ignore("body.status", APF),
+            patch("flowschema-status", &format!("{fs}/status"), MERGE,
+                json!({"metadata": meta.clone(), "status": {"conditions": [{"type": "Example", "status": "True"}]}}))
+            .ignore("body.status", APF)
+            .ignore("body.metadata.managedFields", APF),
+            delete("delete-flowschema", fs).ignore("body.status", APF),
+            post("create-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd()),
+            get("established", crd_path).until(established),
+            patch("crd-status", &format!("{crd_path}/status"), MERGE, json!({"metadata": meta.clone()})),
+            post("create-cr", "/apis/{ns}.kwdiff.example/v1/namespaces/{ns}/widgets",
+                json!({"apiVersion": "{ns}.kwdiff.example/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}}))
+            .retry_on(404),
+            patch("cr-status", &format!("{cr}/status"), MERGE,
+                json!({"metadata": meta, "spec": {"size": 4}, "status": {"phase": "Ready"}})),
+            delete("delete-crd", crd_path),
+            patch("namespace-finalizers", "/api/v1/namespaces/{ns}", MERGE,
+                json!({"spec": {"finalizers": []}})),
+            put("namespace-finalize", "/api/v1/namespaces/{ns}/finalize",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "{ns}",
+                    "labels": {"kubernetes.io/metadata.name": "{ns}", "finalized": "yes"}},
+                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Terminating"}})),
+        ],
+    }
+}
+
 /// Leases (leader election) and Events (the event recorder): MicroTime forms, lease
 /// conflicts, the two Event APIs' required fields.
 pub fn leases_and_events() -> Scenario {
