@@ -68,6 +68,7 @@ scenarios!(
     watch_selectors,
     status_subresource,
     status_metadata,
+    immutable_fields,
     leases_and_events,
     pagination,
 );

@@ -1541,7 +1541,9 @@ impl ApiServer {
         strategy.prepare_for_update(def, cur, &mut next, sub);
         if sub.is_none() || sub == Some("status") {
             let causes = if sub.is_none() {
-                crate::registry::resources::validate(def, &next)
+                let mut c = crate::registry::immutable::validate_update(def, cur, &next);
+                c.extend(crate::registry::resources::validate(def, &next));
+                c
             } else {
                 crate::registry::resources::validate_status(def, &next)
             };

@@ -1847,6 +1847,94 @@ pub fn status_metadata() -> Scenario {
     }
 }
 
+/// Everything after the first line of a message (kube-apiserver appends a cmp.Diff of
+/// the pod spec, whose spacing Go's cmp randomizes): dropped on both sides.
+fn first_line_of_message(r: &mut Value) {
+    for path in ["/message", "/details/causes/0/message"] {
+        if let Some(m) = r.pointer_mut(path)
+            && let Some((first, _)) = m.as_str().and_then(|t| t.split_once('\n'))
+        {
+            *m = json!(first);
+        }
+    }
+}
+
+/// Fields an update may not change: an immutable ConfigMap's and Secret's data, a
+/// Secret's type, workload selectors, a StatefulSet's spec outside its mutable fields, a
+/// RoleBinding's roleRef, a Service's cluster IP, a StorageClass's parameters, a pod's
+/// spec outside its mutable fields.
+pub fn immutable_fields() -> Scenario {
+    let cms = "/api/v1/namespaces/{ns}/configmaps";
+    let secrets = "/api/v1/namespaces/{ns}/secrets";
+    let apps = "/apis/apps/v1/namespaces/{ns}";
+    let tpl = |app: &str| json!({"metadata": {"labels": {"app": app}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}});
+    let mut paused = deployment_body();
+    paused["spec"]["paused"] = json!(true);
+    let moved = json!({"spec": {"selector": {"matchLabels": {"app": "web", "tier": "x"}},
+        "template": {"metadata": {"labels": {"app": "web", "tier": "x"}}}}});
+    const CONTROLLER: &str = "the recording cluster's controllers write status, annotations and their own managed fields";
+    Scenario {
+        name: "immutable_fields",
+        steps: vec![
+            post("create-configmap", cms, json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "frozen"}, "immutable": true, "data": {"a": "1"}, "binaryData": {"b": "AQI="}})),
+            patch("configmap-data", &format!("{cms}/frozen"), MERGE, json!({"data": {"a": "2"}, "binaryData": {"b": null}})),
+            patch("configmap-unfreeze", &format!("{cms}/frozen"), MERGE, json!({"immutable": false})),
+            patch("configmap-unfreeze-null", &format!("{cms}/frozen"), MERGE, json!({"immutable": null})),
+            patch("configmap-labels", &format!("{cms}/frozen"), MERGE, json!({"metadata": {"labels": {"a": "b"}}})),
+            post("create-secret", secrets, json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "frozen"}, "immutable": true, "stringData": {"a": "1"}})),
+            patch("secret-data", &format!("{secrets}/frozen"), MERGE, json!({"stringData": {"a": "2"}})),
+            patch("secret-unfreeze", &format!("{secrets}/frozen"), MERGE, json!({"immutable": false})),
+            post("create-typed-secret", secrets, json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "typed"}, "type": "example.com/a", "data": {"a": "MQ=="}})),
+            patch("secret-type", &format!("{secrets}/typed"), MERGE, json!({"type": "example.com/b"})),
+            post("create-deployment", &format!("{apps}/deployments"), paused),
+            patch("deployment-selector", &format!("{apps}/deployments/web"), MERGE, moved.clone())
+                .ignore("body.status", CONTROLLER)
+                .ignore("body.metadata.managedFields", CONTROLLER)
+                .ignore("body.metadata.annotations.deployment.kubernetes.io/revision", CONTROLLER),
+            post("create-replicaset", &format!("{apps}/replicasets"), json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web"}, "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}}, "template": tpl("web")}})),
+            patch("replicaset-selector", &format!("{apps}/replicasets/web"), MERGE,
+                json!({"spec": {"selector": {"matchLabels": {"app": "web", "tier": "x"}, "matchExpressions": [{"key": "k", "operator": "In", "values": ["a", "b"]}]},
+                    "template": {"metadata": {"labels": {"app": "web", "tier": "x", "k": "a"}}}}}))
+                .ignore("body.status", CONTROLLER)
+                .ignore("body.metadata.managedFields", CONTROLLER),
+            post("create-statefulset", &format!("{apps}/statefulsets"), json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                "metadata": {"name": "db"}, "spec": {"replicas": 0, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "template": tpl("db")}})),
+            patch("statefulset-service-name", &format!("{apps}/statefulsets/db"), MERGE, json!({"spec": {"serviceName": "other"}}))
+                .ignore("body.status", CONTROLLER)
+                .ignore("body.metadata.managedFields", CONTROLLER),
+            patch("statefulset-replicas", &format!("{apps}/statefulsets/db"), MERGE, json!({"spec": {"replicas": 0, "minReadySeconds": 5}}))
+                .ignore("body.status", CONTROLLER)
+                .ignore("body.metadata.managedFields", CONTROLLER),
+            post("create-rolebinding", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                    "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]})),
+            patch("rolebinding-roleref", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/rb", MERGE,
+                json!({"roleRef": {"name": "edit"}})),
+            post("create-storageclass", "/apis/storage.k8s.io/v1/storageclasses", json!({"apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass", "metadata": {"name": "{ns}-sc"}, "provisioner": "x.example.com", "parameters": {"a": "1"}})),
+            patch("storageclass-parameters", "/apis/storage.k8s.io/v1/storageclasses/{ns}-sc", MERGE,
+                json!({"parameters": {"a": "2"}, "provisioner": "y.example.com"})),
+            delete("delete-storageclass", "/apis/storage.k8s.io/v1/storageclasses/{ns}-sc"),
+            post("create-pod", "/api/v1/namespaces/{ns}/pods",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}))
+            .ignore("body.spec.volumes", SA_VOLUME)
+            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            patch("pod-hostname", "/api/v1/namespaces/{ns}/pods/p", MERGE, json!({"spec": {"hostname": "x"}}))
+                .transform(first_line_of_message),
+            patch("pod-image", "/api/v1/namespaces/{ns}/pods/p", STRATEGIC,
+                json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.26"}], "activeDeadlineSeconds": 60}}))
+            .ignore("body.spec.volumes", SA_VOLUME)
+            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+        ],
+    }
+}
+
 /// Leases (leader election) and Events (the event recorder): MicroTime forms, lease
 /// conflicts, the two Event APIs' required fields.
 pub fn leases_and_events() -> Scenario {
