@@ -69,6 +69,7 @@ scenarios!(
     status_subresource,
     status_metadata,
     immutable_fields,
+    service_updates,
     leases_and_events,
     pagination,
 );

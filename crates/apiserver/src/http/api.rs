@@ -1538,6 +1538,10 @@ impl ApiServer {
                 return Err(ApiError::invalid(def, name, vec![cause.clone(), cause]));
             }
         }
+        // kube-apiserver's field manager sees the decoded request, before the kind's
+        // PrepareForUpdate (and a Service's allocations): what they set is not the
+        // writer's.
+        let decoded = (sub.is_none() && wo.apply.is_none()).then(|| next.clone());
         strategy.prepare_for_update(def, cur, &mut next, sub);
         if sub.is_none() || sub == Some("status") {
             let causes = if sub.is_none() {
@@ -1572,7 +1576,7 @@ impl ApiServer {
             // has no managedFields (created with nothing to own, or reset) is not tracked.
             None if !meta::has_managed_fields(&next) => {}
             None => {
-                let mut changed = fields::compare(cur, &next, ty);
+                let mut changed = fields::compare(cur, decoded.as_ref().unwrap_or(&next), ty);
                 // The fields the write may set: a subresource's, or the main resource's.
                 if sub == Some("status") {
                     let sm = crate::registry::strategy::status_metadata(def);

@@ -24,6 +24,7 @@ pub(crate) fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Ve
             frozen(old, new, &["data"], &mut causes);
         }
         ("", "pods") => pod(old, new, &mut causes),
+        ("", "services") => cluster_ips(old, new, &mut causes),
         ("apps", "deployments" | "replicasets" | "daemonsets") => {
             let (o, n) = (old.pointer("/spec/selector"), new.pointer("/spec/selector"));
             if o != n {
@@ -95,6 +96,54 @@ fn frozen(old: &Value, new: &Value, data: &[&str], causes: &mut Vec<StatusCause>
         if old.get(*f) != new.get(*f) {
             causes.push(forbidden(f, WHY));
         }
+    }
+}
+
+/// `validateUpgradeDowngradeClusterIPs`: the cluster IPs stay, unless either side is an
+/// ExternalName or both are headless; a secondary IP may be added or removed.
+fn cluster_ips(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
+    let ty = |o: &Value| {
+        o.pointer("/spec/type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_string()
+    };
+    if ty(old) == "ExternalName" || ty(new) == "ExternalName" {
+        return;
+    }
+    let ips = |o: &Value| -> Vec<Value> {
+        o.pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (o, n) = (ips(old), ips(new));
+    let headless = |ips: &[Value]| ips.first().and_then(Value::as_str) == Some("None");
+    if headless(&o) && headless(&n) {
+        return;
+    }
+    let shown = go_json(&Value::Array(n.clone()));
+    let changed = |i: usize| {
+        invalid(
+            &format!("spec.clusterIPs[{i}]"),
+            &shown,
+            "may not change once set",
+        )
+    };
+    if o.len() == n.len() {
+        for i in 0..o.len() {
+            if o[i] != n[i] {
+                causes.push(changed(i));
+            }
+        }
+    } else if n.is_empty() {
+        causes.push(invalid(
+            "spec.clusterIPs[0]",
+            &shown,
+            "primary clusterIP can not be unset",
+        ));
+    } else if !o.is_empty() && o[0] != n[0] {
+        causes.push(changed(0));
     }
 }
 

@@ -30,6 +30,19 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
     match (def.group.as_str(), def.kind.as_str()) {
         ("coordination.k8s.io", "Lease") => lease(obj, &mut causes),
         ("" | "events.k8s.io", "Event") => crate::registry::events::validate(def, obj, &mut causes),
+        ("", "Service")
+            if obj.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName")
+                && obj
+                    .pointer("/spec/clusterIPs")
+                    .and_then(Value::as_array)
+                    .is_some_and(|ips| !ips.is_empty()) =>
+        {
+            causes.push(StatusCause {
+                reason: "FieldValueForbidden".into(),
+                message: "Forbidden: may not be set for ExternalName services".into(),
+                field: "spec.clusterIPs".into(),
+            });
+        }
         _ => {}
     }
     for spec in pod_specs(def) {

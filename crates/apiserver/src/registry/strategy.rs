@@ -380,6 +380,7 @@ static SERVICE: Kind = Kind {
     status: Some(|_| json!({"loadBalancer": {}})),
     defaults: Some(crate::registry::defaults::service),
     create: Some(service_allocate),
+    update: Some(service_update),
     ..kind(Generation::None)
 };
 static NAMESPACE: Kind = Kind {
@@ -626,27 +627,194 @@ impl Strategy for CustomResource {
 }
 
 /// What kube-apiserver's Service REST storage allocates: a cluster IP and its family.
+/// A Service's allocated values on create: a cluster IP (unless headless or
+/// ExternalName), its IP families, and node ports where the type needs them.
 fn service_allocate(obj: &mut Value) {
-    let ty = obj
-        .pointer("/spec/type")
-        .and_then(Value::as_str)
-        .unwrap_or("ClusterIP")
-        .to_string();
-    if ty == "ExternalName" {
+    if !service_needs_cluster_ip(obj) {
+        // Validation refuses the cluster IPs of an ExternalName Service.
+        service_cluster_ips(obj);
         return;
     }
-    if obj.pointer("/spec/clusterIP").is_none() {
+    if obj
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         let n: u32 = rand::random::<u32>() % 65_000 + 1;
         let ip = format!("10.96.{}.{}", n / 256, n % 256);
         obj["spec"]["clusterIP"] = json!(ip);
     }
-    if obj.pointer("/spec/clusterIPs").is_none()
+    service_ip_fields(obj);
+    service_node_ports(obj);
+}
+
+/// `clusterIPs` following `clusterIP`, and the IP families.
+fn service_ip_fields(obj: &mut Value) {
+    service_cluster_ips(obj);
+    crate::registry::defaults::set_default(obj, "/spec/ipFamilies", json!(["IPv4"]));
+    crate::registry::defaults::set_default(obj, "/spec/ipFamilyPolicy", json!("SingleStack"));
+}
+
+/// `clusterIPs` following a `clusterIP` set alone.
+fn service_cluster_ips(obj: &mut Value) {
+    if obj
+        .pointer("/spec/clusterIPs")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
         && let Some(ip) = obj.pointer("/spec/clusterIP").cloned()
+        && ip != ""
     {
         obj["spec"]["clusterIPs"] = json!([ip]);
     }
-    crate::registry::defaults::set_default(obj, "/spec/ipFamilies", json!(["IPv4"]));
-    crate::registry::defaults::set_default(obj, "/spec/ipFamilyPolicy", json!("SingleStack"));
+}
+
+fn service_type(obj: &Value) -> &str {
+    obj.pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+}
+
+fn service_needs_cluster_ip(obj: &Value) -> bool {
+    service_type(obj) != "ExternalName"
+}
+
+fn service_needs_node_ports(obj: &Value) -> bool {
+    match service_type(obj) {
+        "NodePort" => true,
+        "LoadBalancer" => obj.pointer("/spec/allocateLoadBalancerNodePorts") != Some(&json!(false)),
+        _ => false,
+    }
+}
+
+/// Node ports (30000-32767) for the ports without one, when the type needs them.
+/// (Unique within the Service; kube-apiserver's allocator also keeps them unique across
+/// Services, which this emulation does not track.)
+fn service_node_ports(obj: &mut Value) {
+    if !service_needs_node_ports(obj) {
+        return;
+    }
+    let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let mut used: Vec<u64> = ports
+        .iter()
+        .filter_map(|p| p.get("nodePort").and_then(Value::as_u64))
+        .filter(|n| *n != 0)
+        .collect();
+    for p in ports.iter_mut() {
+        if p.get("nodePort")
+            .and_then(Value::as_u64)
+            .is_none_or(|n| n == 0)
+        {
+            let n = loop {
+                let n = 30_000 + u64::from(rand::random::<u16>() % 2768);
+                if !used.contains(&n) {
+                    break n;
+                }
+            };
+            used.push(n);
+            p["nodePort"] = json!(n);
+        }
+    }
+}
+
+/// A Service update as kube-apiserver's service storage prepares it: allocated values
+/// the request left out are kept (`patchAllocatedValues`), values are allocated for a
+/// type that now needs them, and those of a type that no longer needs them are dropped
+/// when the request kept them unchanged (`dropTypeDependentFields`).
+fn service_update(old: &Value, new: &mut Value) {
+    let spec = |o: &Value, k: &str| o.pointer(&format!("/spec/{k}")).cloned();
+    let unset = |o: &Value, k: &str| {
+        o.pointer(&format!("/spec/{k}"))
+            .is_none_or(|v| v.is_null() || v == "" || v.as_array().is_some_and(Vec::is_empty))
+    };
+    if service_needs_cluster_ip(old) && service_needs_cluster_ip(new) {
+        for k in ["clusterIP", "clusterIPs"] {
+            if unset(new, k)
+                && let Some(v) = spec(old, k)
+            {
+                new["spec"][k] = v;
+            }
+        }
+    }
+    if service_needs_node_ports(old)
+        && service_needs_node_ports(new)
+        && let Some(old_ports) = old.pointer("/spec/ports").and_then(Value::as_array)
+    {
+        let node_port = |p: &Value| {
+            p.get("nodePort")
+                .and_then(Value::as_u64)
+                .filter(|n| *n != 0)
+        };
+        let new_ports: Vec<u64> = new
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .map(|ps| ps.iter().filter_map(node_port).collect())
+            .unwrap_or_default();
+        let by_name: Vec<(Value, Option<u64>)> = old_ports
+            .iter()
+            .map(|p| (p.get("name").cloned().unwrap_or(json!("")), node_port(p)))
+            .collect();
+        let used: Vec<u64> = old_ports
+            .iter()
+            .filter_map(node_port)
+            .filter(|n| new_ports.contains(n))
+            .collect();
+        if let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+            for p in ports.iter_mut() {
+                if node_port(p).is_none() {
+                    let name = p.get("name").cloned().unwrap_or(json!(""));
+                    if let Some(n) = by_name
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| *k == name)
+                        .and_then(|(_, n)| *n)
+                        .filter(|n| !used.contains(n))
+                    {
+                        p["nodePort"] = json!(n);
+                    }
+                }
+            }
+        }
+    }
+    // `normalizeClusterIPs`: a changed clusterIP with clusterIPs left as they were
+    // changes the primary one.
+    if spec(new, "clusterIP") != spec(old, "clusterIP")
+        && spec(new, "clusterIPs") == spec(old, "clusterIPs")
+        && let Some(ip) = spec(new, "clusterIP").filter(|ip| ip != "")
+        && let Some(first) = new.pointer_mut("/spec/clusterIPs/0")
+    {
+        *first = ip;
+    }
+    // Dropped: what the old type needed and the new one does not, left as it was.
+    if service_needs_cluster_ip(old)
+        && !service_needs_cluster_ip(new)
+        && spec(old, "clusterIPs") == spec(new, "clusterIPs")
+        && let Some(s) = new.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        for k in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            s.remove(k);
+        }
+    }
+    let node_ports = |o: &Value| -> Vec<Option<Value>> {
+        o.pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .map(|ps| ps.iter().map(|p| p.get("nodePort").cloned()).collect())
+            .unwrap_or_default()
+    };
+    if service_needs_node_ports(old)
+        && !service_needs_node_ports(new)
+        && node_ports(old) == node_ports(new)
+        && let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut)
+    {
+        for p in ports.iter_mut() {
+            if let Some(p) = p.as_object_mut() {
+                p.remove("nodePort");
+            }
+        }
+    }
+    // Allocated: what the new type needs.
+    service_allocate(new);
 }
 
 /// A Job's generated selector: its pods carry its uid and name.

@@ -1935,6 +1935,81 @@ pub fn immutable_fields() -> Scenario {
     }
 }
 
+/// Services written whole (PUT) the way controllers write their desired state: the
+/// allocated cluster IP and node ports kept when the request leaves them out, a changed
+/// cluster IP refused, the type changed back and forth.
+pub fn service_updates() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/services";
+    let one = "/api/v1/namespaces/{ns}/services/su";
+    let svc = |spec: Value| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "su"}, "spec": spec});
+    Scenario {
+        name: "service_updates",
+        steps: vec![
+            post(
+                "create",
+                p,
+                svc(json!({"ports": [{"port": 80}], "selector": {"app": "su"}})),
+            ),
+            put(
+                "put-without-ip",
+                one,
+                svc(json!({"ports": [{"port": 80}], "selector": {"app": "other"}})),
+            ),
+            put(
+                "put-other-ip",
+                one,
+                svc(
+                    json!({"clusterIP": "10.0.0.1", "ports": [{"port": 80}], "selector": {"app": "su"}}),
+                ),
+            ),
+            put(
+                "put-node-port",
+                one,
+                svc(
+                    json!({"type": "NodePort", "ports": [{"port": 80}], "selector": {"app": "su"}}),
+                ),
+            ),
+            put(
+                "put-node-port-again",
+                one,
+                svc(
+                    json!({"type": "NodePort", "ports": [{"port": 80}], "selector": {"app": "su"}}),
+                ),
+            ),
+            put(
+                "put-back-to-cluster-ip",
+                one,
+                svc(
+                    json!({"type": "ClusterIP", "ports": [{"port": 80}], "selector": {"app": "su"}}),
+                ),
+            ),
+            put(
+                "put-headless",
+                one,
+                svc(
+                    json!({"clusterIP": "None", "ports": [{"port": 80}], "selector": {"app": "su"}}),
+                ),
+            ),
+            put(
+                "put-external-name",
+                one,
+                svc(json!({"type": "ExternalName", "externalName": "example.com"})),
+            ),
+            put(
+                "put-external-name-with-ip",
+                one,
+                svc(
+                    json!({"type": "ExternalName", "externalName": "example.com", "clusterIP": "10.0.0.1"}),
+                ),
+            ),
+            post("create-load-balancer", p, json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+                "spec": {"type": "LoadBalancer", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}], "selector": {"app": "su"}}})),
+            patch("load-balancer-ports", &format!("{p}/lb"), MERGE,
+                json!({"spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 82}]}})),
+        ],
+    }
+}
+
 /// Leases (leader election) and Events (the event recorder): MicroTime forms, lease
 /// conflicts, the two Event APIs' required fields.
 pub fn leases_and_events() -> Scenario {

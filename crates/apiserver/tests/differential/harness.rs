@@ -720,6 +720,11 @@ fn is_timestamp(s: &str) -> bool {
 /// resourceVersions, continue tokens, generated name suffixes, cluster IPs, tokens,
 /// server addresses and versions.
 pub fn normalize(v: &mut Value, key: Option<&str>) {
+    // Allocated node ports are random.
+    if key == Some("nodePort") && v.is_number() {
+        *v = json!("<port>");
+        return;
+    }
     match v {
         Value::String(s) => {
             let placeholder = match key {
