@@ -70,6 +70,7 @@ scenarios!(
     status_metadata,
     immutable_fields,
     service_updates,
+    create_validation,
     leases_and_events,
     pagination,
 );

@@ -30,6 +30,21 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
     match (def.group.as_str(), def.kind.as_str()) {
         ("coordination.k8s.io", "Lease") => lease(obj, &mut causes),
         ("" | "events.k8s.io", "Event") => crate::registry::events::validate(def, obj, &mut causes),
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet") => {
+            workload_selector(obj, &mut causes)
+        }
+        ("", "ConfigMap") => config_keys(obj, &["data", "binaryData"], &mut causes),
+        ("", "Secret") => config_keys(obj, &["data"], &mut causes),
+        ("", "Service")
+            if obj
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+                && obj.pointer("/spec/type").and_then(Value::as_str) != Some("ExternalName")
+                && obj.pointer("/spec/clusterIP").and_then(Value::as_str) != Some("None") =>
+        {
+            causes.push(required("spec.ports"));
+        }
         ("", "Service")
             if obj.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName")
                 && obj
@@ -50,6 +65,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
             continue;
         };
         let base = spec.trim_start_matches('/').replace('/', ".");
+        containers(pod, &base, &mut causes);
         // An emptyDir's size limit must not be negative.
         if let Some(volumes) = pod.get("volumes").and_then(Value::as_array) {
             for (i, v) in volumes.iter().enumerate() {
@@ -80,6 +96,166 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
         }
     }
     causes
+}
+
+fn required(field: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
+}
+
+fn invalid(field: &str, value: &str, why: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {value}: {why}"),
+        field: field.into(),
+    }
+}
+
+/// A value as a field error prints a structured one (Go's JSON; `null` when unset).
+fn shown(v: Option<&Value>) -> String {
+    v.map_or_else(
+        || "null".into(),
+        |v| serde_json::to_string(v).unwrap_or_default(),
+    )
+}
+
+/// `validateContainers` and `validateInitContainers`, the checks most often met: at
+/// least one container, names (RFC 1123 labels, unique across both lists), images and
+/// container ports.
+fn containers(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
+    let list = |k: &str| {
+        pod.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (regular, init) = (list("containers"), list("initContainers"));
+    if regular.is_empty() {
+        causes.push(required(&format!("{base}.containers")));
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (key, cs) in [("containers", &regular), ("initContainers", &init)] {
+        for (i, c) in cs.iter().enumerate() {
+            let path = format!("{base}.{key}[{i}]");
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            if name.is_empty() {
+                causes.push(required(&format!("{path}.name")));
+            } else if !crate::registry::meta::is_dns_label(name) {
+                causes.push(invalid(
+                    &format!("{path}.name"),
+                    &crate::error::go_quote(name),
+                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                ));
+            } else if names.iter().any(|n| n == name) {
+                causes.push(StatusCause {
+                    reason: "FieldValueDuplicate".into(),
+                    message: format!("Duplicate value: {}", crate::error::go_quote(name)),
+                    field: format!("{path}.name"),
+                });
+            } else {
+                names.push(name.to_string());
+            }
+            if c.get("image")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                causes.push(required(&format!("{path}.image")));
+            }
+            for (j, p) in c
+                .get("ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                for (k, needed) in [("containerPort", true), ("hostPort", false)] {
+                    let field = format!("{path}.ports[{j}].{k}");
+                    match p.get(k).and_then(Value::as_i64).unwrap_or(0) {
+                        0 if needed => causes.push(required(&field)),
+                        0 => {}
+                        n if !(1..=65535).contains(&n) => causes.push(invalid(
+                            &field,
+                            &n.to_string(),
+                            "must be between 1 and 65535, inclusive",
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A workload's selector: required, matching its pod template's labels. (The typed
+/// round trip fills a missing selector as `{}`, so an explicit empty selector is taken
+/// for a missing one: kube-apiserver answers it with "empty selector is invalid for
+/// deployment" instead; both are refused.)
+fn workload_selector(obj: &Value, causes: &mut Vec<StatusCause>) {
+    let labels = obj.pointer("/spec/template/metadata/labels");
+    let sel = obj.pointer("/spec/selector").filter(|s| {
+        ["matchLabels", "matchExpressions"].iter().any(|k| {
+            s.get(*k).is_some_and(|v| {
+                v.as_object().is_some_and(|m| !m.is_empty())
+                    || v.as_array().is_some_and(|a| !a.is_empty())
+            })
+        })
+    });
+    let matches = match sel {
+        None => {
+            causes.push(required("spec.selector"));
+            false
+        }
+        Some(sel) => {
+            let typed: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector> =
+                serde_json::from_value(sel.clone()).ok();
+            let set: std::collections::BTreeMap<String, String> = labels
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            typed
+                .and_then(|t| kubewright_core::LabelSelector::from_k8s(&t).ok())
+                .is_some_and(|s| s.matches(&set))
+        }
+    };
+    if !matches {
+        causes.push(invalid(
+            "spec.template.metadata.labels",
+            &shown(labels),
+            "`selector` does not match template `labels`",
+        ));
+    }
+}
+
+/// ConfigMap and Secret keys: `IsConfigMapKey`.
+fn config_keys(obj: &Value, fields: &[&str], causes: &mut Vec<StatusCause>) {
+    for f in fields {
+        for key in obj
+            .get(*f)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            let valid = !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !valid {
+                causes.push(invalid(
+                    &format!("{f}[{key}]"),
+                    &crate::error::go_quote(key),
+                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                ));
+            }
+        }
+    }
 }
 
 /// The field errors of a write to `/status` (the kinds' `ValidateStatusUpdate`).
@@ -121,7 +297,7 @@ fn lease(obj: &Value, causes: &mut Vec<StatusCause>) {
     }
 }
 
-fn invalid(field: String, value: &str, message: &str) -> StatusCause {
+fn invalid_quoted(field: String, value: &str, message: &str) -> StatusCause {
     StatusCause {
         reason: "FieldValueInvalid".into(),
         message: format!("Invalid value: \"{value}\": {message}"),
@@ -143,12 +319,12 @@ fn requirements(r: &Value, path: &str, causes: &mut Vec<StatusCause>) {
         amount(name, v, &at, causes);
         let Some(req) = quantity(v) else { continue };
         match limits.get(name).and_then(quantity) {
-            Some(lim) if req != lim && !overcommit_allowed(name) => causes.push(invalid(
+            Some(lim) if req != lim && !overcommit_allowed(name) => causes.push(invalid_quoted(
                 format!("{path}.requests"),
                 &req.to_string(),
                 &format!("must be equal to {name} limit of {lim}"),
             )),
-            Some(lim) if req > lim => causes.push(invalid(
+            Some(lim) if req > lim => causes.push(invalid_quoted(
                 format!("{path}.requests"),
                 &req.to_string(),
                 &format!("must be less than or equal to {name} limit of {lim}"),
@@ -170,13 +346,13 @@ fn amount(name: &str, v: &Value, at: &str, causes: &mut Vec<StatusCause>) {
     if !name.contains('/') {
         if !standard_container_resource(name) {
             if !standard_resource(name) {
-                causes.push(invalid(
+                causes.push(invalid_quoted(
                     at.into(),
                     name,
                     "must be a standard resource type or fully qualified",
                 ));
             }
-            causes.push(invalid(
+            causes.push(invalid_quoted(
                 at.into(),
                 name,
                 "must be a standard resource for containers",
@@ -184,7 +360,7 @@ fn amount(name: &str, v: &Value, at: &str, causes: &mut Vec<StatusCause>) {
             return;
         }
     } else if !native(name) && !extended(name) {
-        causes.push(invalid(
+        causes.push(invalid_quoted(
             at.into(),
             name,
             "doesn't follow extended resource name standard",
@@ -196,14 +372,18 @@ fn amount(name: &str, v: &Value, at: &str, causes: &mut Vec<StatusCause>) {
     };
     let zero: Quantity = Quantity::default();
     if q < zero {
-        causes.push(invalid(
+        causes.push(invalid_quoted(
             at.into(),
             &q.to_string(),
             "must be greater than or equal to 0",
         ));
     }
     if extended(name) && q.as_milli().is_some_and(|m| m % 1000 != 0) {
-        causes.push(invalid(at.into(), &q.to_string(), "must be an integer"));
+        causes.push(invalid_quoted(
+            at.into(),
+            &q.to_string(),
+            "must be an integer",
+        ));
     }
 }
 

@@ -2002,10 +2002,83 @@ pub fn service_updates() -> Scenario {
                     json!({"type": "ExternalName", "externalName": "example.com", "clusterIP": "10.0.0.1"}),
                 ),
             ),
-            post("create-load-balancer", p, json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
-                "spec": {"type": "LoadBalancer", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}], "selector": {"app": "su"}}})),
-            patch("load-balancer-ports", &format!("{p}/lb"), MERGE,
-                json!({"spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 82}]}})),
+            post(
+                "create-load-balancer",
+                p,
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+                "spec": {"type": "LoadBalancer", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}], "selector": {"app": "su"}}}),
+            ),
+            patch(
+                "load-balancer-ports",
+                &format!("{p}/lb"),
+                MERGE,
+                json!({"spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 82}]}}),
+            ),
+        ],
+    }
+}
+
+/// Objects kube-apiserver's validation refuses on create (dry runs): a workload whose
+/// selector does not match its template, a pod without containers or images, a Service
+/// without ports, ConfigMap keys that are not valid keys.
+pub fn create_validation() -> Scenario {
+    let dry = |p: &str| format!("{p}?dryRun=All");
+    let deployments = "/apis/apps/v1/namespaces/{ns}/deployments";
+    let pods = "/api/v1/namespaces/{ns}/pods";
+    let mismatched = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let no_selector = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad"},
+        "spec": {"template": {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let pod = |spec: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"}, "spec": spec});
+    Scenario {
+        name: "create_validation",
+        steps: vec![
+            post(
+                "deployment-selector-mismatch",
+                &dry(deployments),
+                mismatched,
+            ),
+            post("deployment-no-selector", &dry(deployments), no_selector),
+            post(
+                "pod-no-containers",
+                &dry(pods),
+                pod(json!({"containers": []})),
+            ),
+            post(
+                "pod-no-image",
+                &dry(pods),
+                pod(json!({"containers": [{"name": "c"}]})),
+            ),
+            post(
+                "pod-bad-container-name",
+                &dry(pods),
+                pod(json!({"containers": [{"name": "C_1", "image": "nginx"}]})),
+            ),
+            post(
+                "pod-duplicate-container",
+                &dry(pods),
+                pod(
+                    json!({"containers": [{"name": "c", "image": "nginx"}, {"name": "c", "image": "nginx"}]}),
+                ),
+            ),
+            post(
+                "pod-bad-port",
+                &dry(pods),
+                pod(
+                    json!({"containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 70000}]}]}),
+                ),
+            ),
+            post(
+                "service-no-ports",
+                &dry("/api/v1/namespaces/{ns}/services"),
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "bad"}, "spec": {"selector": {"app": "a"}}}),
+            ),
+            post(
+                "configmap-bad-key",
+                &dry("/api/v1/namespaces/{ns}/configmaps"),
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad"}, "data": {"a b": "1"}}),
+            ),
         ],
     }
 }
