@@ -71,6 +71,7 @@ scenarios!(
     immutable_fields,
     service_updates,
     create_validation,
+    job_updates,
     leases_and_events,
     pagination,
 );

@@ -25,6 +25,7 @@ pub(crate) fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Ve
         }
         ("", "pods") => pod(old, new, &mut causes),
         ("", "services") => cluster_ips(old, new, &mut causes),
+        ("batch", "jobs") => job(old, new, &mut causes),
         ("apps", "deployments" | "replicasets" | "daemonsets") => {
             let (o, n) = (old.pointer("/spec/selector"), new.pointer("/spec/selector"));
             if o != n {
@@ -95,6 +96,118 @@ fn frozen(old: &Value, new: &Value, data: &[&str], causes: &mut Vec<StatusCause>
     for f in data {
         if old.get(*f) != new.get(*f) {
             causes.push(forbidden(f, WHY));
+        }
+    }
+}
+
+/// `ValidateJobSpecUpdate`: the selector, the completion mode and policies stay; the pod
+/// template stays unless the Job is suspended, and even then only the scheduling
+/// directives (if it never ran or is suspended) and the containers' resources change.
+fn job(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
+    let at = |o: &Value, p: &str| o.pointer(p).cloned();
+    if at(old, "/spec/selector") != at(new, "/spec/selector") {
+        causes.push(immutable(
+            "spec.selector",
+            &label_selector(new.pointer("/spec/selector")),
+        ));
+    }
+    let indexed = new.pointer("/spec/completionMode").and_then(Value::as_str) == Some("Indexed");
+    if !indexed && at(old, "/spec/completions") != at(new, "/spec/completions") {
+        causes.push(immutable(
+            "spec.completions",
+            &go_value(new.pointer("/spec/completions")),
+        ));
+    }
+    let suspended = old.pointer("/spec/suspend") == Some(&Value::Bool(true));
+    let never_started = old.pointer("/status/startTime").is_none();
+    let suspended_condition = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Suspended" && c["status"] == "True")
+        });
+    let idle = old
+        .pointer("/status/active")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        == 0;
+    // `shouldAllowMutablePodTemplate`, with its feature gates on in v1.36.
+    let mutable = suspended && idle && (never_started || suspended_condition);
+    let (ot, nt) = (
+        old.pointer("/spec/template")
+            .cloned()
+            .unwrap_or(Value::Null),
+        new.pointer("/spec/template")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
+    if !mutable {
+        if ot != nt {
+            causes.push(immutable("spec.template", &go_json(&nt)));
+        }
+    } else {
+        // The scheduling directives and the containers' resources taken from the new
+        // template; the rest of its spec must not change.
+        let mut munged = ot.pointer("/spec").cloned().unwrap_or(Value::Null);
+        let ns = nt.pointer("/spec").cloned().unwrap_or(Value::Null);
+        for k in ["nodeSelector", "tolerations", "schedulingGates"] {
+            set(&mut munged, k, ns.get(k));
+        }
+        let node_affinity = ns.pointer("/affinity/nodeAffinity").cloned();
+        match (ns.get("affinity"), munged.get_mut("affinity")) {
+            (None, Some(a)) => {
+                if let Some(a) = a.as_object_mut() {
+                    a.remove("nodeAffinity");
+                }
+                if a.as_object().is_some_and(Map::is_empty) {
+                    set(&mut munged, "affinity", None);
+                }
+            }
+            (Some(_), None) => {
+                let mut a = Map::new();
+                if let Some(n) = node_affinity {
+                    a.insert("nodeAffinity".into(), n);
+                }
+                set(&mut munged, "affinity", Some(&Value::Object(a)));
+            }
+            (Some(_), Some(a)) => set(a, "nodeAffinity", node_affinity.as_ref()),
+            (None, None) => {}
+        }
+        for k in ["containers", "initContainers"] {
+            let new_list = ns
+                .get(k)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(list) = munged.get_mut(k).and_then(Value::as_array_mut)
+                && list.len() == new_list.len()
+            {
+                for (o, n) in list.iter_mut().zip(&new_list) {
+                    if o.get("name") == n.get("name") {
+                        set(o, "resources", n.get("resources"));
+                    }
+                }
+            }
+        }
+        if munged != ns {
+            causes.push(immutable("spec.template.spec", &go_json(&ns)));
+        }
+    }
+    for (f, p) in [
+        ("spec.completionMode", "/spec/completionMode"),
+        ("spec.podFailurePolicy", "/spec/podFailurePolicy"),
+        ("spec.backoffLimitPerIndex", "/spec/backoffLimitPerIndex"),
+        ("spec.managedBy", "/spec/managedBy"),
+        ("spec.successPolicy", "/spec/successPolicy"),
+    ] {
+        if at(old, p) != at(new, p) {
+            let v = new.pointer(p);
+            let shown = match v {
+                Some(Value::Object(_)) => go_json(v.unwrap_or(&Value::Null)),
+                _ => go_value(v),
+            };
+            causes.push(immutable(f, &shown));
         }
     }
 }
