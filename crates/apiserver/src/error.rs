@@ -183,6 +183,45 @@ pub(crate) fn go_json_type(v: &serde_json::Value) -> Option<&'static str> {
     }
 }
 
+/// A field error's cause as kube-apiserver reports it: `Required value`.
+pub(crate) fn required_cause(field: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
+}
+
+/// `Invalid value: <value>: <why>`, the value already printed as Go prints it.
+pub(crate) fn invalid_cause(field: &str, value: &str, why: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {value}: {why}"),
+        field: field.into(),
+    }
+}
+
+/// `Forbidden: <why>`.
+pub(crate) fn forbidden_cause(field: &str, why: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueForbidden".into(),
+        message: format!("Forbidden: {why}"),
+        field: field.into(),
+    }
+}
+
+/// A value as Go's `encoding/json` writes it: compact, map keys sorted, `<`, `>`, `&`,
+/// U+2028 and U+2029 escaped. (Field errors print structured values this way.)
+pub(crate) fn go_json_text(v: &serde_json::Value) -> String {
+    serde_json::to_string(v)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
 /// A string quoted like Go's `%q` (`strconv.Quote`), as kube-apiserver quotes names in its
 /// messages.
 pub(crate) fn go_quote(s: &str) -> String {

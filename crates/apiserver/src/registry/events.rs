@@ -12,23 +12,9 @@ const ACTION_MAX: usize = 128;
 const REASON_MAX: usize = 128;
 const NOTE_MAX: usize = 1024;
 
-fn required(field: &str) -> StatusCause {
-    StatusCause {
-        reason: "FieldValueRequired".into(),
-        message: "Required value".into(),
-        field: field.into(),
-    }
-}
-
+/// An invalid string value, quoted as Go's `%q` quotes it.
 fn invalid(field: &str, value: &str, message: &str) -> StatusCause {
-    StatusCause {
-        reason: "FieldValueInvalid".into(),
-        message: format!(
-            "Invalid value: {}: {message}",
-            crate::error::go_quote(value)
-        ),
-        field: field.into(),
-    }
+    crate::error::invalid_cause(field, &crate::error::go_quote(value), message)
 }
 
 /// Appends the field errors of an Event (`obj` in its API's form, `def` its API).
@@ -93,14 +79,14 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
         }
         let rc = text(controller);
         if rc.is_empty() {
-            causes.push(required(controller));
+            causes.push(crate::error::required_cause(controller));
         }
         for msg in crate::error::qualified_name_errors(rc) {
             causes.push(invalid(controller, rc, &msg));
         }
         let ri = text("reportingInstance");
         if ri.is_empty() {
-            causes.push(required("reportingInstance"));
+            causes.push(crate::error::required_cause("reportingInstance"));
         }
         if ri.len() > REPORTING_INSTANCE_MAX {
             causes.push(invalid(
@@ -112,7 +98,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
         for (f, max) in [("action", ACTION_MAX), ("reason", REASON_MAX)] {
             let t = text(f);
             if t.is_empty() {
-                causes.push(required(f));
+                causes.push(crate::error::required_cause(f));
             }
             if t.len() > max {
                 causes.push(invalid(
@@ -135,7 +121,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
     }
     // Strict checks of events.k8s.io.
     if !event_time {
-        causes.push(required("eventTime"));
+        causes.push(crate::error::required_cause("eventTime"));
     }
     let ty = text("type");
     if ty != "Normal" && ty != "Warning" {

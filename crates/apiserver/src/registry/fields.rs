@@ -392,6 +392,17 @@ impl Comparison {
     }
 }
 
+/// The member names of two objects, sorted, each once.
+pub(crate) fn member_names<'a>(
+    a: &'a Map<String, Value>,
+    b: &'a Map<String, Value>,
+) -> Vec<&'a String> {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 /// Compares two versions of an object of type `ty` (`old` is
 /// [`crate::registry::schema::zero_object`] for a create). A member counts as added when `old` lacks
 /// its key (a `null` there is a value); a `null` in `new` counts as absent.
@@ -402,11 +413,8 @@ pub fn compare(old: &Value, new: &Value, ty: Option<Ty<'_>>) -> Comparison {
         old.as_object().unwrap_or(&empty),
         new.as_object().unwrap_or(&empty),
     );
-    let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
-    keys.sort();
-    keys.dedup();
     let mut prefix = Vec::new();
-    for k in keys {
+    for k in member_names(o, n) {
         if k == "apiVersion" || k == "kind" {
             continue;
         }

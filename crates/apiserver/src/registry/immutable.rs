@@ -5,6 +5,9 @@
 //! pod's spec outside its mutable fields. The error values are printed as Go's `%#v`
 //! prints the typed values.
 
+use crate::error::{
+    forbidden_cause as forbidden, go_json_text as go_json, invalid_cause as invalid,
+};
 use crate::registry::ResourceDef;
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value};
@@ -395,11 +398,8 @@ fn spec_diff(old: &Value, new: &Value) -> String {
         old.as_object().unwrap_or(&empty),
         new.as_object().unwrap_or(&empty),
     );
-    let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
-    keys.sort();
-    keys.dedup();
     let mut out = String::new();
-    for k in keys {
+    for k in crate::registry::fields::member_names(o, n) {
         if o.get(k) != n.get(k) {
             for (sign, v) in [("-", o.get(k)), ("+", n.get(k))] {
                 let v = v.map_or_else(|| "null".into(), go_json);
@@ -434,22 +434,6 @@ fn set(obj: &mut Value, key: &str, value: Option<&Value>) {
     }
 }
 
-fn forbidden(field: &str, why: &str) -> StatusCause {
-    StatusCause {
-        reason: "FieldValueForbidden".into(),
-        message: format!("Forbidden: {why}"),
-        field: field.into(),
-    }
-}
-
-fn invalid(field: &str, value: &str, why: &str) -> StatusCause {
-    StatusCause {
-        reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: {value}: {why}"),
-        field: field.into(),
-    }
-}
-
 /// `ValidateImmutableField`.
 fn immutable(field: &str, value: &str) -> StatusCause {
     invalid(field, value, "field is immutable")
@@ -470,18 +454,6 @@ fn go_value(v: Option<&Value>) -> String {
         None | Some(Value::Null) => "null".into(),
         Some(v) => go_quote_value(v),
     }
-}
-
-/// A value as Go's `encoding/json` writes it: compact, map keys sorted, `<`, `>` and `&`
-/// escaped. (Field errors print values that are not plain scalars this way.)
-fn go_json(v: &Value) -> String {
-    serde_json::to_string(v)
-        .unwrap_or_default()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
 }
 
 /// A `map[string]string` as a field error prints it (`null` when unset).

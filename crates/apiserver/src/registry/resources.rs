@@ -5,6 +5,7 @@
 //! resources that cannot be overcommitted). Limits and requests are visited in key
 //! order (Go's map order is random, so a real server orders several errors at random).
 
+use crate::error::{go_json_text, invalid_cause as invalid, required_cause as required};
 use crate::registry::ResourceDef;
 use kubewright_core::StatusCause;
 use kubewright_core::quantity::Quantity;
@@ -96,30 +97,6 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
         }
     }
     causes
-}
-
-fn required(field: &str) -> StatusCause {
-    StatusCause {
-        reason: "FieldValueRequired".into(),
-        message: "Required value".into(),
-        field: field.into(),
-    }
-}
-
-fn invalid(field: &str, value: &str, why: &str) -> StatusCause {
-    StatusCause {
-        reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: {value}: {why}"),
-        field: field.into(),
-    }
-}
-
-/// A value as a field error prints a structured one (Go's JSON; `null` when unset).
-fn shown(v: Option<&Value>) -> String {
-    v.map_or_else(
-        || "null".into(),
-        |v| serde_json::to_string(v).unwrap_or_default(),
-    )
 }
 
 /// `validateContainers` and `validateInitContainers`, the checks most often met: at
@@ -227,7 +204,7 @@ fn workload_selector(obj: &Value, causes: &mut Vec<StatusCause>) {
     if !matches {
         causes.push(invalid(
             "spec.template.metadata.labels",
-            &shown(labels),
+            &labels.map_or_else(|| "null".into(), go_json_text),
             "`selector` does not match template `labels`",
         ));
     }
