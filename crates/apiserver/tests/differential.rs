@@ -72,6 +72,7 @@ scenarios!(
     service_updates,
     create_validation,
     job_updates,
+    claim_updates,
     leases_and_events,
     pagination,
 );

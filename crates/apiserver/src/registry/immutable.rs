@@ -29,6 +29,7 @@ pub(crate) fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Ve
         ("", "pods") => pod(old, new, &mut causes),
         ("", "services") => cluster_ips(old, new, &mut causes),
         ("batch", "jobs") => job(old, new, &mut causes),
+        ("", "persistentvolumeclaims") => claim(old, new, &mut causes),
         ("apps", "deployments" | "replicasets" | "daemonsets") => {
             let (o, n) = (old.pointer("/spec/selector"), new.pointer("/spec/selector"));
             if o != n {
@@ -100,6 +101,61 @@ fn frozen(old: &Value, new: &Value, data: &[&str], causes: &mut Vec<StatusCause>
         if old.get(*f) != new.get(*f) {
             causes.push(forbidden(f, WHY));
         }
+    }
+}
+
+/// `ValidatePersistentVolumeClaimUpdate`: the spec stays, except a volume name set once,
+/// a storage class set where there was none, and a bound claim's storage request (not
+/// below its capacity) and volume attributes class.
+fn claim(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
+    let (Some(os), Some(ns)) = (old.get("spec"), new.get("spec")) else {
+        return;
+    };
+    let mut before = os.clone();
+    let mut after = ns.clone();
+    if os
+        .get("volumeName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        set(&mut before, "volumeName", ns.get("volumeName"));
+    }
+    let beta = "/metadata/annotations/volume.beta.kubernetes.io~1storage-class";
+    if os.get("storageClassName").is_none() && old.pointer(beta).is_none() {
+        set(&mut after, "storageClassName", os.get("storageClassName"));
+    }
+    let storage = "/resources/requests/storage";
+    if new.pointer("/status/phase").and_then(Value::as_str) == Some("Bound") {
+        if let (Some(a), Some(o)) = (after.pointer_mut(storage), os.pointer(storage)) {
+            *a = o.clone();
+        }
+        set(
+            &mut after,
+            "volumeAttributesClassName",
+            os.get("volumeAttributesClassName"),
+        );
+    }
+    if after != before {
+        causes.push(forbidden(
+            "spec",
+            &format!(
+                "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n{}",
+                spec_diff(&before, &after)
+            ),
+        ));
+    }
+    let size = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .and_then(|q| q.parse::<kubewright_core::quantity::Quantity>().ok())
+            .unwrap_or_default()
+    };
+    let (was, now) = (size(os.pointer(storage)), size(ns.pointer(storage)));
+    // RecoverVolumeExpansionFailure (on): smaller, but above the capacity reached.
+    if now < was && now <= size(old.pointer("/status/capacity/storage")) {
+        causes.push(forbidden(
+            "spec.resources.requests.storage",
+            "field can not be less than status.capacity",
+        ));
     }
 }
 

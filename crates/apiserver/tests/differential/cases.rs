@@ -2137,6 +2137,69 @@ pub fn job_updates() -> Scenario {
     }
 }
 
+/// PersistentVolumeClaims: the spec is immutable except a volume name set once and a
+/// storage class set where there was none (a pending claim: its request is immutable).
+pub fn claim_updates() -> Scenario {
+    let one = "/api/v1/namespaces/{ns}/persistentvolumeclaims/data";
+    const CONTROLLER: &str = "the recording cluster's volume controller writes status and events";
+    Scenario {
+        name: "claim_updates",
+        steps: vec![
+            post(
+                "create",
+                "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+            ),
+            patch(
+                "access-modes",
+                one,
+                MERGE,
+                json!({"spec": {"accessModes": ["ReadWriteMany"]}}),
+            )
+            .transform(first_line_of_message),
+            patch(
+                "storage",
+                one,
+                MERGE,
+                json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}),
+            )
+            .transform(first_line_of_message),
+            patch(
+                "storage-class",
+                one,
+                MERGE,
+                json!({"spec": {"storageClassName": "{ns}-none"}}),
+            )
+            .ignore("body.status", CONTROLLER)
+            .ignore("body.metadata.managedFields", CONTROLLER),
+            patch(
+                "storage-class-again",
+                one,
+                MERGE,
+                json!({"spec": {"storageClassName": "{ns}-other"}}),
+            )
+            .transform(first_line_of_message),
+            patch(
+                "volume-name",
+                one,
+                MERGE,
+                json!({"spec": {"volumeName": "{ns}-pv"}}),
+            )
+            .ignore("body.status", CONTROLLER)
+            .ignore("body.metadata.managedFields", CONTROLLER)
+            .ignore("body.metadata.annotations", CONTROLLER),
+            patch(
+                "volume-name-again",
+                one,
+                MERGE,
+                json!({"spec": {"volumeName": "{ns}-pv2"}}),
+            )
+            .transform(first_line_of_message),
+        ],
+    }
+}
+
 /// Leases (leader election) and Events (the event recorder): MicroTime forms, lease
 /// conflicts, the two Event APIs' required fields.
 pub fn leases_and_events() -> Scenario {
