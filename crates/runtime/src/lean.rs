@@ -157,10 +157,15 @@ impl Decoded {
         obj: Arc<dyn Any + Send + Sync>,
         cap: usize,
     ) -> Vec<Arc<dyn Any + Send + Sync>> {
-        let mut evicted = Vec::new();
         if self.map.insert(id, obj).is_none() {
             self.order.push_back(id);
         }
+        self.evict_to(cap)
+    }
+
+    /// Drops the oldest objects beyond `cap`, returned to be freed outside the lock.
+    fn evict_to(&mut self, cap: usize) -> Vec<Arc<dyn Any + Send + Sync>> {
+        let mut evicted = Vec::new();
         while self.order.len() > cap {
             if let Some(old) = self.order.pop_front()
                 && let Some(o) = self.map.remove(&old)
@@ -207,13 +212,12 @@ fn remember(id: u64, obj: Arc<dyn Any + Send + Sync>, keep: Keep) {
 /// [`DEFAULT_DECODED_CACHE`]; 0 turns it off).
 pub fn set_decoded_cache_capacity(n: usize) {
     CAPACITY.store(n, Ordering::Relaxed);
-    let mut d = decoded();
-    while d.order.len() > n {
-        if let Some(old) = d.order.pop_front() {
-            d.map.remove(&old);
-        }
-    }
-    d.seen.clear();
+    let evicted = {
+        let mut d = decoded();
+        d.seen.clear();
+        d.evict_to(n)
+    };
+    drop(evicted);
 }
 
 /// The metadata a lean object keeps at hand.

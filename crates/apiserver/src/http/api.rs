@@ -1750,20 +1750,17 @@ pub(crate) fn merge_for_write(
     obj: &mut Value,
     sub: Option<&str>,
 ) -> Value {
-    let mut next = if sub == Some("status") {
+    // What a `/status` write keeps of the stored metadata besides the server-owned
+    // fields (all of it: `None`).
+    let status_reset =
+        (sub == Some("status")).then(|| crate::registry::strategy::status_metadata(def).reset());
+    let mut next = if let Some(reset) = status_reset {
         // .status comes from the request, and the metadata the kind's status strategy
         // keeps; the rest (spec) from storage.
         let mut n = cur.clone();
         copy_member(&mut n, obj, "status");
-        if let Some(reset) = crate::registry::strategy::status_metadata(def).reset() {
+        if reset.is_some() {
             copy_member(&mut n, obj, "metadata");
-            let m = meta_mut(&mut n);
-            for k in reset {
-                match cur.pointer(&format!("/metadata/{k}")) {
-                    Some(v) => m.insert((*k).to_string(), v.clone()),
-                    None => m.remove(*k),
-                };
-            }
         }
         n
     } else {
@@ -1785,8 +1782,9 @@ pub(crate) fn merge_for_write(
         }
         n
     };
-    // Server-owned metadata always comes from storage.
-    let keep = [
+    // Server-owned metadata always comes from storage, and on `/status` what the kind's
+    // status strategy resets.
+    const SERVER_OWNED: [&str; 9] = [
         "uid",
         "creationTimestamp",
         "deletionTimestamp",
@@ -1797,17 +1795,13 @@ pub(crate) fn merge_for_write(
         "resourceVersion",
         "managedFields",
     ];
-    let cur_meta = cur.get("metadata").cloned().unwrap_or(json!({}));
-    let m = meta_mut(&mut next);
-    for k in keep {
-        match cur_meta.get(k) {
-            Some(v) => {
-                m.insert(k.into(), v.clone());
-            }
-            None => {
-                m.remove(k);
-            }
-        }
+    let cur_meta = cur.get("metadata").unwrap_or(&Value::Null);
+    meta_mut(&mut next);
+    for k in SERVER_OWNED
+        .iter()
+        .chain(status_reset.flatten().unwrap_or_default())
+    {
+        copy_member(&mut next["metadata"], cur_meta, k);
     }
     if let Some(o) = next.as_object_mut() {
         o.insert("apiVersion".into(), Value::String(def.api_version()));

@@ -2,8 +2,9 @@
 //! `Validate<Kind>Update` functions check it (v1.36): an immutable ConfigMap's and
 //! Secret's data, a Secret's type, workload selectors, a StatefulSet's spec outside its
 //! mutable fields, a binding's roleRef, a StorageClass's parameters and provisioner, a
-//! pod's spec outside its mutable fields. The error values are printed as Go's `%#v`
-//! prints the typed values.
+//! pod's spec outside its mutable fields, a Service's cluster IPs, a Job's template and
+//! policies, a PersistentVolumeClaim's spec. Scalars print as Go prints them (strings
+//! quoted), structured values as Go's JSON.
 
 use crate::error::{
     forbidden_cause as forbidden, go_json_text as go_json, invalid_cause as invalid,
@@ -19,10 +20,7 @@ pub(crate) fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Ve
         ("", "configmaps") => frozen(old, new, &["data", "binaryData"], &mut causes),
         ("", "secrets") => {
             if old.get("type") != new.get("type") {
-                causes.push(immutable(
-                    "type",
-                    &go_quote_value(new.get("type").unwrap_or(&Value::Null)),
-                ));
+                causes.push(immutable("type", &go_value(new.get("type"))));
             }
             frozen(old, new, &["data"], &mut causes);
         }
@@ -163,15 +161,14 @@ fn claim(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
 /// template stays unless the Job is suspended, and even then only the scheduling
 /// directives (if it never ran or is suspended) and the containers' resources change.
 fn job(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
-    let at = |o: &Value, p: &str| o.pointer(p).cloned();
-    if at(old, "/spec/selector") != at(new, "/spec/selector") {
+    if old.pointer("/spec/selector") != new.pointer("/spec/selector") {
         causes.push(immutable(
             "spec.selector",
             &label_selector(new.pointer("/spec/selector")),
         ));
     }
     let indexed = new.pointer("/spec/completionMode").and_then(Value::as_str) == Some("Indexed");
-    if !indexed && at(old, "/spec/completions") != at(new, "/spec/completions") {
+    if !indexed && old.pointer("/spec/completions") != new.pointer("/spec/completions") {
         causes.push(immutable(
             "spec.completions",
             &go_value(new.pointer("/spec/completions")),
@@ -234,15 +231,11 @@ fn job(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
             (None, None) => {}
         }
         for k in ["containers", "initContainers"] {
-            let new_list = ns
-                .get(k)
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+            let new_list = crate::registry::resources::items(&ns, k);
             if let Some(list) = munged.get_mut(k).and_then(Value::as_array_mut)
                 && list.len() == new_list.len()
             {
-                for (o, n) in list.iter_mut().zip(&new_list) {
+                for (o, n) in list.iter_mut().zip(new_list) {
                     if o.get("name") == n.get("name") {
                         set(o, "resources", n.get("resources"));
                     }
@@ -260,13 +253,8 @@ fn job(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
         ("spec.managedBy", "/spec/managedBy"),
         ("spec.successPolicy", "/spec/successPolicy"),
     ] {
-        if at(old, p) != at(new, p) {
-            let v = new.pointer(p);
-            let shown = match v {
-                Some(Value::Object(_)) => go_json(v.unwrap_or(&Value::Null)),
-                _ => go_value(v),
-            };
-            causes.push(immutable(f, &shown));
+        if old.pointer(p) != new.pointer(p) {
+            causes.push(immutable(f, &go_value(new.pointer(p))));
         }
     }
 }
@@ -334,12 +322,7 @@ fn pod(old: &Value, new: &Value, causes: &mut Vec<StatusCause>) {
     if os == ns {
         return;
     }
-    let list = |s: &Value, k: &str| -> Vec<Value> {
-        s.get(k)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let list = crate::registry::resources::items;
     for k in ["containers", "initContainers"] {
         if list(os, k).len() != list(ns, k).len() {
             causes.push(forbidden(
@@ -495,20 +478,13 @@ fn immutable(field: &str, value: &str) -> StatusCause {
     invalid(field, value, "field is immutable")
 }
 
-/// A JSON scalar as Go prints the typed value: strings (and named string types)
-/// quoted, numbers and booleans as they are.
-fn go_quote_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => crate::error::go_quote(s),
-        other => other.to_string(),
-    }
-}
-
-/// A scalar as the field error prints it (`null` when absent).
+/// A value as a field error prints it: strings (and named string types) quoted as
+/// Go's `%q`, `null` when absent, anything else as Go's JSON.
 fn go_value(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => "null".into(),
-        Some(v) => go_quote_value(v),
+        Some(Value::String(s)) => crate::error::go_quote(s),
+        Some(v) => go_json(v),
     }
 }
 

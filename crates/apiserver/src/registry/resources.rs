@@ -5,7 +5,10 @@
 //! resources that cannot be overcommitted). Limits and requests are visited in key
 //! order (Go's map order is random, so a real server orders several errors at random).
 
-use crate::error::{go_json_text, invalid_cause as invalid, required_cause as required};
+use crate::error::{
+    forbidden_cause as forbidden, go_json_text, invalid_cause as invalid,
+    required_cause as required,
+};
 use crate::registry::ResourceDef;
 use kubewright_core::StatusCause;
 use kubewright_core::quantity::Quantity;
@@ -53,11 +56,10 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
                     .and_then(Value::as_array)
                     .is_some_and(|ips| !ips.is_empty()) =>
         {
-            causes.push(StatusCause {
-                reason: "FieldValueForbidden".into(),
-                message: "Forbidden: may not be set for ExternalName services".into(),
-                field: "spec.clusterIPs".into(),
-            });
+            causes.push(forbidden(
+                "spec.clusterIPs",
+                "may not be set for ExternalName services",
+            ));
         }
         _ => {}
     }
@@ -99,22 +101,23 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
     causes
 }
 
+/// The items of the list `v[key]` (none when it is absent or not a list).
+pub(crate) fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
 /// `validateContainers` and `validateInitContainers`, the checks most often met: at
 /// least one container, names (RFC 1123 labels, unique across both lists), images and
 /// container ports.
 fn containers(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
-    let list = |k: &str| {
-        pod.get(k)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let (regular, init) = (list("containers"), list("initContainers"));
+    let (regular, init) = (items(pod, "containers"), items(pod, "initContainers"));
     if regular.is_empty() {
         causes.push(required(&format!("{base}.containers")));
     }
     let mut names: Vec<String> = Vec::new();
-    for (key, cs) in [("containers", &regular), ("initContainers", &init)] {
+    for (key, cs) in [("containers", regular), ("initContainers", init)] {
         for (i, c) in cs.iter().enumerate() {
             let path = format!("{base}.{key}[{i}]");
             let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -245,11 +248,10 @@ pub(crate) fn validate_status(def: &ResourceDef, obj: &Value) -> Vec<StatusCause
             .and_then(Value::as_array)
             .is_some_and(|i| !i.is_empty());
         if ingress && obj.pointer("/spec/type").and_then(Value::as_str) != Some("LoadBalancer") {
-            causes.push(StatusCause {
-                reason: "FieldValueForbidden".into(),
-                message: "Forbidden: may only be used when `spec.type` is 'LoadBalancer'".into(),
-                field: "status.loadBalancer.ingress".into(),
-            });
+            causes.push(forbidden(
+                "status.loadBalancer.ingress",
+                "may only be used when `spec.type` is 'LoadBalancer'",
+            ));
         }
     }
     causes
@@ -274,12 +276,9 @@ fn lease(obj: &Value, causes: &mut Vec<StatusCause>) {
     }
 }
 
+/// An invalid value printed in double quotes (quantities).
 fn invalid_quoted(field: String, value: &str, message: &str) -> StatusCause {
-    StatusCause {
-        reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: \"{value}\": {message}"),
-        field,
-    }
+    invalid(&field, &format!("\"{value}\""), message)
 }
 
 fn requirements(r: &Value, path: &str, causes: &mut Vec<StatusCause>) {

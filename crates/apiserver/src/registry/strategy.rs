@@ -262,7 +262,7 @@ pub enum StatusMetadata {
 }
 
 /// The fields `ResetObjectMetaForStatus` keeps as stored (besides the server-owned ones).
-pub const RESET_FOR_STATUS: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
+const RESET_FOR_STATUS: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
 
 impl StatusMetadata {
     /// The metadata fields kept as stored, besides the server-owned ones (`None`: all).
@@ -626,7 +626,6 @@ impl Strategy for CustomResource {
     }
 }
 
-/// What kube-apiserver's Service REST storage allocates: a cluster IP and its family.
 /// A Service's allocated values on create: a cluster IP (unless headless or
 /// ExternalName), its IP families, and node ports where the type needs them.
 fn service_allocate(obj: &mut Value) {
@@ -644,15 +643,10 @@ fn service_allocate(obj: &mut Value) {
         let ip = format!("10.96.{}.{}", n / 256, n % 256);
         obj["spec"]["clusterIP"] = json!(ip);
     }
-    service_ip_fields(obj);
-    service_node_ports(obj);
-}
-
-/// `clusterIPs` following `clusterIP`, and the IP families.
-fn service_ip_fields(obj: &mut Value) {
     service_cluster_ips(obj);
     crate::registry::defaults::set_default(obj, "/spec/ipFamilies", json!(["IPv4"]));
     crate::registry::defaults::set_default(obj, "/spec/ipFamilyPolicy", json!("SingleStack"));
+    service_node_ports(obj);
 }
 
 /// `clusterIPs` following a `clusterIP` set alone.
