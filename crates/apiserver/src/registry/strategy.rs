@@ -680,9 +680,14 @@ fn service_needs_node_ports(obj: &Value) -> bool {
     }
 }
 
-/// Node ports (30000-32767) for the ports without one, when the type needs them.
-/// (Unique within the Service; kube-apiserver's allocator also keeps them unique across
-/// Services, which this emulation does not track.)
+/// The node port range, kube-apiserver's default (30000-32767).
+const NODE_PORTS: std::ops::RangeInclusive<u64> = 30_000..=32_767;
+
+/// Node ports for the ports without one, when the type needs them: a random free one,
+/// probing forward from it. (Unique within the Service; kube-apiserver's allocator also
+/// keeps them unique across Services, which this emulation does not track. When the
+/// whole range is taken, the rest stay without one, where kube-apiserver answers "range
+/// is full".)
 fn service_node_ports(obj: &mut Value) {
     if !service_needs_node_ports(obj) {
         return;
@@ -690,25 +695,31 @@ fn service_node_ports(obj: &mut Value) {
     let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
         return;
     };
-    let mut used: Vec<u64> = ports
+    let size = NODE_PORTS.end() - NODE_PORTS.start() + 1;
+    let mut used: std::collections::BTreeSet<u64> = ports
         .iter()
         .filter_map(|p| p.get("nodePort").and_then(Value::as_u64))
-        .filter(|n| *n != 0)
+        .filter(|n| NODE_PORTS.contains(n))
         .collect();
     for p in ports.iter_mut() {
         if p.get("nodePort")
             .and_then(Value::as_u64)
-            .is_none_or(|n| n == 0)
+            .is_some_and(|n| n != 0)
         {
-            let n = loop {
-                let n = 30_000 + u64::from(rand::random::<u16>() % 2768);
-                if !used.contains(&n) {
-                    break n;
-                }
-            };
-            used.push(n);
-            p["nodePort"] = json!(n);
+            continue;
         }
+        if used.len() as u64 >= size {
+            break;
+        }
+        let start = rand::random::<u64>() % size;
+        let Some(n) = (0..size)
+            .map(|i| NODE_PORTS.start() + (start + i) % size)
+            .find(|n| !used.contains(n))
+        else {
+            break;
+        };
+        used.insert(n);
+        p["nodePort"] = json!(n);
     }
 }
 
@@ -966,6 +977,23 @@ fn crd_initial_status(obj: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_ports_stay_in_range_and_unique_when_the_range_runs_out() {
+        let ports: Vec<Value> = (0..3000).map(|i| json!({"port": i + 1})).collect();
+        let mut svc = json!({"spec": {"type": "NodePort", "ports": ports}});
+        service_node_ports(&mut svc);
+        let given: Vec<u64> = svc["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["nodePort"].as_u64())
+            .collect();
+        assert_eq!(given.len(), 2768, "every port of the range, then none");
+        assert!(given.iter().all(|n| NODE_PORTS.contains(n)));
+        let unique: std::collections::BTreeSet<_> = given.iter().collect();
+        assert_eq!(unique.len(), given.len());
+    }
     use crate::registry::Registry;
 
     fn def(group: &str, version: &str, plural: &str) -> std::sync::Arc<ResourceDef> {
