@@ -888,7 +888,8 @@ async fn exec_bad_peers_embedded_only() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t0 = std::time::Instant::now();
     assert_eq!(http(&s, "GET", "/version", None).await.status, 200);
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    // Generous: only a server blocked behind the slow reader exceeds it.
+    assert!(t0.elapsed() < Duration::from_secs(10));
     drop(w);
     tokio::time::timeout(Duration::from_secs(10), done)
         .await

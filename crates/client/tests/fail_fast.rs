@@ -156,7 +156,9 @@ async fn refused_connection_fails_at_once_without_retries() {
     let started = Instant::now();
     let err = configmaps(client).get("x").await.unwrap_err();
     let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_millis(500), "took {elapsed:?}");
+    // Not a timing target: a generous bound that only a retry loop or a hang exceeds
+    // (the attempt log below is the precise check).
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
     assert_eq!(
         *attempts.lock().unwrap(),
         vec![("GET".to_string(), None, 0)],
@@ -436,7 +438,8 @@ async fn only_responses_with_retry_after_are_retried() {
         .get("x")
         .await
         .unwrap_err();
+    // The 429 itself, not a timeout after 2 s, and far less than the 30 s asked for.
     assert!(err.is_too_many_requests(), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 }
