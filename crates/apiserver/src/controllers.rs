@@ -12,7 +12,7 @@ use crate::registry::ResourceDef;
 use crate::registry::meta::{meta_mut, meta_str};
 use crate::storage::Mutation;
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -51,6 +51,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     gc(srv);
     crate::controllers::bootstrap::aggregate_cluster_roles(srv);
     disruption::reconcile(srv);
+    service_ips(srv);
 }
 
 fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {
@@ -385,5 +386,71 @@ fn gc(srv: &Arc<ApiServer>) {
         {
             remove_finalizer(srv, &o.key, &o.namespace, &o.name, "orphan");
         }
+    }
+}
+
+/// The IPAddress objects of Services' cluster IPs, as kube-apiserver's IP allocator
+/// keeps them (one per IP, named by it, with the Service as parent): created for every
+/// allocated IP, deleted once no Service holds it. The allocation itself is
+/// [`crate::registry::service_alloc`]'s, from the Services; these objects follow it, right
+/// after every Service write (and in every pass, for the server's own deletions).
+pub(crate) fn service_ips(srv: &ApiServer) {
+    const MANAGED_BY: &str = "ipaddress.kubernetes.io/managed-by";
+    const ALLOCATOR: &str = "ipallocator.k8s.io";
+    let Some(def) = srv.def("networking.k8s.io", "v1", "ipaddresses") else {
+        return;
+    };
+    let key = def.storage_key();
+    let mut want: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for svc in srv.storage.list("/services", None).0 {
+        let parent = (
+            meta_str(&svc, "namespace").unwrap_or("").to_string(),
+            meta_str(&svc, "name").unwrap_or("").to_string(),
+        );
+        for ip in svc
+            .pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
+        {
+            want.insert(ip.to_string(), parent.clone());
+        }
+    }
+    for obj in srv.storage.list(&key, None).0 {
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        let ours = obj.pointer(&format!("/metadata/labels/{}", MANAGED_BY.replace('/', "~1")))
+            == Some(&json!(ALLOCATOR));
+        let parent = |k: &str| {
+            obj.pointer(&format!("/spec/parentRef/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let held = want.get(&name) == Some(&(parent("namespace"), parent("name")))
+            && parent("resource") == "services";
+        if held {
+            want.remove(&name);
+        } else if ours {
+            let _ = srv
+                .storage
+                .mutate::<crate::storage::StorageError>(&key, "", &name, |cur, _| {
+                    Ok(if cur.is_some() {
+                        Mutation::Delete
+                    } else {
+                        Mutation::Keep
+                    })
+                });
+        }
+    }
+    for (ip, (ns, name)) in want {
+        let family = if ip.contains(':') { "IPv6" } else { "IPv4" };
+        let obj = json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+            "metadata": {"name": ip, "labels": {"ipaddress.kubernetes.io/ip-family": family, MANAGED_BY: ALLOCATOR}},
+            "spec": {"parentRef": {"resource": "services", "namespace": ns, "name": name}},
+        });
+        let _ = srv.create_object(&def, "", obj, "kube-apiserver", false);
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod meta;
 mod omitempty;
 pub(crate) mod resources;
 pub(crate) mod schema;
+pub(crate) mod service_alloc;
 pub mod strategy;
 pub(crate) mod table;
 

@@ -73,6 +73,7 @@ scenarios!(
     create_validation,
     job_updates,
     claim_updates,
+    service_allocation,
     leases_and_events,
     pagination,
 );

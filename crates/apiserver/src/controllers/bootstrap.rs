@@ -446,3 +446,61 @@ mod tests {
         ))));
     }
 }
+
+/// The service network a real cluster starts with, as kube-apiserver creates it: the
+/// default ServiceCIDR (`kubernetes`, Ready) and the `default/kubernetes` Service on the
+/// first IP of the range. Written by the server itself, without managedFields. Existing
+/// objects are left as they are.
+pub fn ensure_service_network(srv: &ApiServer) {
+    let (base, prefix) = crate::registry::service_alloc::SERVICE_CIDR;
+    let now = crate::registry::meta::now_time();
+    if let Some(def) = srv.def("networking.k8s.io", "v1", "servicecidrs") {
+        system_put(
+            srv,
+            &def.storage_key(),
+            "",
+            json!({
+                "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+                "metadata": {"name": "kubernetes", "finalizers": ["networking.k8s.io/service-cidr-finalizer"]},
+                "spec": {"cidrs": [format!("{base}/{prefix}")]},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now,
+                    "reason": "", "message": "Kubernetes Service CIDR is ready"}]},
+            }),
+        );
+    }
+    let ip = crate::registry::service_alloc::first_service_ip().to_string();
+    system_put(
+        srv,
+        "/services",
+        "default",
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": ip, "clusterIPs": [ip], "internalTrafficPolicy": "Cluster",
+                "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "sessionAffinity": "None", "type": "ClusterIP"},
+            "status": {"loadBalancer": {}},
+        }),
+    );
+}
+
+/// Stores `obj` (in its storage form) unless an object of its name exists, with the
+/// metadata the server sets on create.
+pub(crate) fn system_put(srv: &ApiServer, key: &str, ns: &str, mut obj: Value) {
+    let name = meta_str(&obj, "name").unwrap_or("").to_string();
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert(
+            "creationTimestamp".into(),
+            json!(crate::registry::meta::now_time()),
+        );
+    }
+    let _ = srv.storage.mutate::<crate::storage::StorageError>(key, ns, &name, |cur, _| {
+        Ok(match cur {
+            Some(_) => Mutation::Keep,
+            None => Mutation::Put(obj),
+        })
+    });
+}

@@ -84,6 +84,8 @@ pub struct ApiServer {
         std::sync::Mutex<std::collections::HashMap<String, crate::auth::rbac::UserInfo>>,
     /// Requests and watches in flight (`options.limits`).
     pub(crate) inflight: crate::http::limits::Inflight,
+    /// Services' cluster IPs and node ports.
+    pub(crate) service_alloc: crate::registry::service_alloc::ServiceAllocator,
 }
 
 /// Where a resource request points.
@@ -136,6 +138,7 @@ impl ApiServer {
             kick: tokio::sync::Notify::new(),
             issued_tokens: Default::default(),
             inflight: Default::default(),
+            service_alloc: Default::default(),
             watch_epoch: tokio::sync::watch::Sender::new(0),
         });
         if s.options.default_namespaces {
@@ -143,6 +146,8 @@ impl ApiServer {
                 let _ = s.create_namespace_object(ns);
             }
             crate::controllers::bootstrap::ensure_policy(&s);
+            crate::controllers::bootstrap::ensure_service_network(&s);
+            crate::controllers::service_ips(&s);
         }
         s
     }
@@ -154,6 +159,14 @@ impl ApiServer {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         self.create_object(&def, "", obj, "kube-apiserver", false)
             .map(|_| ())
+    }
+
+    /// What follows a stored write at once: a Service's IPAddress objects, as
+    /// kube-apiserver's IP allocator writes them within the request.
+    pub(crate) fn after_write(&self, def: &ResourceDef) {
+        if def.group.is_empty() && def.plural == "services" {
+            crate::controllers::service_ips(self);
+        }
     }
 
     pub(crate) fn def(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
@@ -1046,6 +1059,15 @@ impl ApiServer {
             c.changed()
         });
         strategy.prepare_for_create(def, &mut obj);
+        // A Service's cluster IP and node ports (before validation, as kube-apiserver's
+        // BeginCreate), held for this write until it is stored or fails.
+        let _allocated = self.service_alloc.create(
+            &self.storage,
+            def,
+            given.as_deref().unwrap_or(""),
+            &mut obj,
+            dry_run,
+        )?;
         if def.crd.is_none() {
             crate::registry::schema::fill_struct_fields(&mut obj, ty);
         }
@@ -1134,6 +1156,7 @@ impl ApiServer {
                 });
             match res {
                 Ok((Some(stored), _)) => {
+                    self.after_write(def);
                     return conversion::to_version(self, def, (*stored).clone()).await;
                 }
                 Ok((None, _)) => return Err(ApiError::internal("object vanished during create")),
@@ -1377,7 +1400,7 @@ impl ApiServer {
             };
             let current = conversion::to_version(self, def, (*cur).clone()).await?;
             let mut incoming = obj.clone();
-            let plan = self.plan_update(
+            let mut plan = self.plan_update(
                 def,
                 ns,
                 name,
@@ -1387,6 +1410,19 @@ impl ApiServer {
                 body_rv.as_deref(),
                 &current,
             )?;
+            // A Service's new cluster IP and node ports (kube-apiserver's BeginUpdate),
+            // held for this attempt.
+            let _allocated = match sub {
+                None => Some(self.service_alloc.update(
+                    &self.storage,
+                    def,
+                    (ns, name),
+                    &current,
+                    &mut plan.next,
+                    wo.dry_run,
+                )?),
+                Some(_) => None,
+            };
             if let Some(adm) = adm.as_deref_mut() {
                 adm.attrs.object = Some(plan.next.clone());
                 adm.attrs.old_object = Some(self.present(def, &current));
@@ -1420,6 +1456,9 @@ impl ApiServer {
                     Mutation::Put(to_store)
                 })
             });
+            if outcome.is_ok() {
+                self.after_write(def);
+            }
             match outcome {
                 Err(_) if raced => continue,
                 Err(e) => return Err(e),

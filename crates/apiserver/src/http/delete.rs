@@ -331,6 +331,9 @@ pub fn delete_obj(
     if let (Some(stored), Some((false, _)), false) = (&stored, &out, o.dry_run) {
         out = Some((false, (**stored).clone()));
     }
+    if !o.dry_run {
+        srv.after_write(def);
+    }
     srv.kick.notify_one();
     out.ok_or_else(|| ApiError::internal("delete produced no result"))
 }

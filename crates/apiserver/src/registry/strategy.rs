@@ -626,27 +626,17 @@ impl Strategy for CustomResource {
     }
 }
 
-/// A Service's allocated values on create: a cluster IP (unless headless or
-/// ExternalName), its IP families, and node ports where the type needs them.
+/// A Service's create-time fields besides its allocations (which
+/// [`crate::registry::service_alloc`] makes, with the other Services in view): the IP
+/// families of a Service that has cluster IPs, and `clusterIPs` following `clusterIP`.
 fn service_allocate(obj: &mut Value) {
+    service_cluster_ips(obj);
     if !service_needs_cluster_ip(obj) {
         // Validation refuses the cluster IPs of an ExternalName Service.
-        service_cluster_ips(obj);
         return;
     }
-    if obj
-        .pointer("/spec/clusterIP")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        let n: u32 = rand::random::<u32>() % 65_000 + 1;
-        let ip = format!("10.96.{}.{}", n / 256, n % 256);
-        obj["spec"]["clusterIP"] = json!(ip);
-    }
-    service_cluster_ips(obj);
     crate::registry::defaults::set_default(obj, "/spec/ipFamilies", json!(["IPv4"]));
     crate::registry::defaults::set_default(obj, "/spec/ipFamilyPolicy", json!("SingleStack"));
-    service_node_ports(obj);
 }
 
 /// `clusterIPs` following a `clusterIP` set alone.
@@ -680,58 +670,18 @@ fn service_needs_node_ports(obj: &Value) -> bool {
     }
 }
 
-/// The node port range, kube-apiserver's default (30000-32767).
-const NODE_PORTS: std::ops::RangeInclusive<u64> = 30_000..=32_767;
-
-/// Node ports for the ports without one, when the type needs them: a random free one,
-/// probing forward from it. (Unique within the Service; kube-apiserver's allocator also
-/// keeps them unique across Services, which this emulation does not track. When the
-/// whole range is taken, the rest stay without one, where kube-apiserver answers "range
-/// is full".)
-fn service_node_ports(obj: &mut Value) {
-    if !service_needs_node_ports(obj) {
-        return;
-    }
-    let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
-        return;
-    };
-    let size = NODE_PORTS.end() - NODE_PORTS.start() + 1;
-    let mut used: std::collections::BTreeSet<u64> = ports
-        .iter()
-        .filter_map(|p| p.get("nodePort").and_then(Value::as_u64))
-        .filter(|n| NODE_PORTS.contains(n))
-        .collect();
-    for p in ports.iter_mut() {
-        if p.get("nodePort")
-            .and_then(Value::as_u64)
-            .is_some_and(|n| n != 0)
-        {
-            continue;
-        }
-        if used.len() as u64 >= size {
-            break;
-        }
-        let start = rand::random::<u64>() % size;
-        let Some(n) = (0..size)
-            .map(|i| NODE_PORTS.start() + (start + i) % size)
-            .find(|n| !used.contains(n))
-        else {
-            break;
-        };
-        used.insert(n);
-        p["nodePort"] = json!(n);
-    }
-}
-
 /// A Service update as kube-apiserver's service storage prepares it: allocated values
-/// the request left out are kept (`patchAllocatedValues`), values are allocated for a
-/// type that now needs them, and those of a type that no longer needs them are dropped
-/// when the request kept them unchanged (`dropTypeDependentFields`).
+/// the request left out are kept (`patchAllocatedValues`), and those of a type that no
+/// longer needs them are dropped when the request kept them unchanged
+/// (`dropTypeDependentFields`). New values for a type that now needs them are the
+/// allocator's ([`crate::registry::service_alloc`]).
 fn service_update(old: &Value, new: &mut Value) {
     let spec = |o: &Value, k: &str| o.pointer(&format!("/spec/{k}")).cloned();
     let unset = |o: &Value, k: &str| {
         o.pointer(&format!("/spec/{k}"))
-            .is_none_or(|v| v.is_null() || v == "" || v.as_array().is_some_and(Vec::is_empty))
+            .is_none_or(|v| {
+                v.is_null() || v == "" || v == 0 || v.as_array().is_some_and(Vec::is_empty)
+            })
     };
     if service_needs_cluster_ip(old) && service_needs_cluster_ip(new) {
         for k in ["clusterIP", "clusterIPs"] {
@@ -741,6 +691,13 @@ fn service_update(old: &Value, new: &mut Value) {
                 new["spec"][k] = v;
             }
         }
+    }
+    if service_needs_health_check(old)
+        && service_needs_health_check(new)
+        && unset(new, "healthCheckNodePort")
+        && let Some(v) = spec(old, "healthCheckNodePort")
+    {
+        new["spec"]["healthCheckNodePort"] = v;
     }
     if service_needs_node_ports(old)
         && service_needs_node_ports(new)
@@ -818,8 +775,20 @@ fn service_update(old: &Value, new: &mut Value) {
             }
         }
     }
-    // Allocated: what the new type needs.
+    if service_needs_health_check(old)
+        && !service_needs_health_check(new)
+        && spec(old, "healthCheckNodePort") == spec(new, "healthCheckNodePort")
+        && let Some(s) = new.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        s.remove("healthCheckNodePort");
+    }
+    // What the new type needs besides its allocations (made by the allocator).
     service_allocate(new);
+}
+
+fn service_needs_health_check(obj: &Value) -> bool {
+    service_type(obj) == "LoadBalancer"
+        && obj.pointer("/spec/externalTrafficPolicy") == Some(&json!("Local"))
 }
 
 /// A Job's generated selector: its pods carry its uid and name.
@@ -978,22 +947,6 @@ fn crd_initial_status(obj: &Value) -> Value {
 mod tests {
     use super::*;
 
-    #[test]
-    fn node_ports_stay_in_range_and_unique_when_the_range_runs_out() {
-        let ports: Vec<Value> = (0..3000).map(|i| json!({"port": i + 1})).collect();
-        let mut svc = json!({"spec": {"type": "NodePort", "ports": ports}});
-        service_node_ports(&mut svc);
-        let given: Vec<u64> = svc["spec"]["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|p| p["nodePort"].as_u64())
-            .collect();
-        assert_eq!(given.len(), 2768, "every port of the range, then none");
-        assert!(given.iter().all(|n| NODE_PORTS.contains(n)));
-        let unique: std::collections::BTreeSet<_> = given.iter().collect();
-        assert_eq!(unique.len(), given.len());
-    }
     use crate::registry::Registry;
 
     fn def(group: &str, version: &str, plural: &str) -> std::sync::Arc<ResourceDef> {

@@ -2310,3 +2310,118 @@ pub fn pagination() -> Scenario {
         ],
     }
 }
+
+/// Cluster IPs and node ports are unique across Services: requested values another
+/// Service holds, or outside the ranges, are refused (a dry run too); ports of one
+/// Service with the same `port` share a node port; a Service with more ports than the
+/// node port range fails as "range is full"; deleting a Service or changing it to
+/// ExternalName frees its values at once; a LoadBalancer with `externalTrafficPolicy:
+/// Local` gets a health check node port. Each held IP has its IPAddress object. Values
+/// are requested from the ranges' static bands, which random allocation leaves alone.
+pub fn service_allocation() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/services";
+    let ip = "/apis/networking.k8s.io/v1/ipaddresses/10.0.0.12";
+    let svc = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec});
+    let many: Vec<Value> = (0..2769)
+        .map(|i| json!({"name": format!("p{i}"), "port": 1000 + i}))
+        .collect();
+    Scenario {
+        name: "service_allocation",
+        steps: vec![
+            post(
+                "create-requested",
+                p,
+                svc(
+                    "sa",
+                    json!({"type": "NodePort", "clusterIP": "10.0.0.12", "ports": [{"name": "a", "port": 80, "nodePort": 30042}]}),
+                ),
+            ),
+            get("ip-address", ip).ignore(
+                "body.metadata.managedFields[0].fieldsV1.f:spec.f:parentRef..",
+                "the embedded server takes a required pointer struct (parentRef) for one Go \
+                 always writes (null when unset), so its owner does not own the struct itself",
+            ),
+            post(
+                "ip-taken",
+                p,
+                svc("sb", json!({"clusterIP": "10.0.0.12", "ports": [{"port": 80}]})),
+            ),
+            post(
+                "ip-taken-dry-run",
+                &format!("{p}?dryRun=All"),
+                svc("sb", json!({"clusterIP": "10.0.0.12", "ports": [{"port": 80}]})),
+            ),
+            post(
+                "ip-out-of-range",
+                p,
+                svc("sb", json!({"clusterIP": "10.1.0.5", "ports": [{"port": 80}]})),
+            ),
+            post(
+                "port-taken",
+                p,
+                svc(
+                    "sb",
+                    json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30042}]}),
+                ),
+            ),
+            post(
+                "port-out-of-range",
+                p,
+                svc(
+                    "sb",
+                    json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 29000}]}),
+                ),
+            ),
+            post(
+                "port-twice",
+                p,
+                svc(
+                    "sb",
+                    json!({"type": "NodePort", "ports": [{"name": "a", "port": 80, "nodePort": 30043}, {"name": "b", "port": 81, "nodePort": 30043}]}),
+                ),
+            ),
+            post(
+                "shared-port",
+                p,
+                svc(
+                    "sc",
+                    json!({"type": "NodePort", "ports": [{"name": "tcp", "port": 53, "protocol": "TCP"}, {"name": "udp", "port": 53, "protocol": "UDP"}]}),
+                ),
+            ),
+            post(
+                "range-full",
+                p,
+                svc("big", json!({"type": "NodePort", "ports": many})),
+            ),
+            delete("delete", &format!("{p}/sa")),
+            get("ip-address-released", ip),
+            post(
+                "reuse",
+                p,
+                svc(
+                    "sd",
+                    json!({"type": "NodePort", "clusterIP": "10.0.0.12", "ports": [{"name": "a", "port": 80, "nodePort": 30042}]}),
+                ),
+            ),
+            put(
+                "health-check",
+                &format!("{p}/sd"),
+                svc(
+                    "sd",
+                    json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "clusterIP": "10.0.0.12", "ports": [{"name": "a", "port": 80, "nodePort": 30042}]}),
+                ),
+            ),
+            put(
+                "external-name",
+                &format!("{p}/sd"),
+                svc(
+                    "sd",
+                    json!({"type": "ExternalName", "externalName": "example.com"}),
+                ),
+            ),
+            get("ip-address-after-external-name", ip),
+            delete("delete-sd", &format!("{p}/sd")),
+            delete("delete-sc", &format!("{p}/sc")),
+        ],
+    }
+}

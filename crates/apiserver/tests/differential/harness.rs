@@ -721,7 +721,7 @@ fn is_timestamp(s: &str) -> bool {
 /// server addresses and versions.
 pub fn normalize(v: &mut Value, key: Option<&str>) {
     // Allocated node ports are random.
-    if key == Some("nodePort") && v.is_number() {
+    if matches!(key, Some("nodePort" | "healthCheckNodePort")) && v.is_number() {
         *v = json!("<port>");
         return;
     }
