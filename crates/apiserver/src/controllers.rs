@@ -420,8 +420,10 @@ pub(crate) fn service_ips(srv: &ApiServer) {
     }
     for obj in srv.storage.list(&key, None).0 {
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
-        let ours = obj.pointer(&format!("/metadata/labels/{}", MANAGED_BY.replace('/', "~1")))
-            == Some(&json!(ALLOCATOR));
+        let ours = obj.pointer(&format!(
+            "/metadata/labels/{}",
+            MANAGED_BY.replace('/', "~1")
+        )) == Some(&json!(ALLOCATOR));
         let parent = |k: &str| {
             obj.pointer(&format!("/spec/parentRef/{k}"))
                 .and_then(Value::as_str)
@@ -433,15 +435,15 @@ pub(crate) fn service_ips(srv: &ApiServer) {
         if held {
             want.remove(&name);
         } else if ours {
-            let _ = srv
-                .storage
-                .mutate::<crate::storage::StorageError>(&key, "", &name, |cur, _| {
-                    Ok(if cur.is_some() {
-                        Mutation::Delete
-                    } else {
-                        Mutation::Keep
-                    })
-                });
+            let _ =
+                srv.storage
+                    .mutate::<crate::storage::StorageError>(&key, "", &name, |cur, _| {
+                        Ok(if cur.is_some() {
+                            Mutation::Delete
+                        } else {
+                            Mutation::Keep
+                        })
+                    });
         }
     }
     for (ip, (ns, name)) in want {

@@ -412,41 +412,6 @@ pub fn aggregate_cluster_roles(srv: &ApiServer) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn role_specs_render_as_rbac_objects() {
-        let view = ROLES.iter().find(|r| r.name == "system:aggregate-to-view");
-        let v = cluster_role(view.expect("spec"));
-        assert_eq!(v["metadata"]["labels"][TO_VIEW], "true");
-        assert_eq!(v["rules"][0]["apiGroups"], json!([""]));
-        assert_eq!(v["rules"][0]["verbs"], json!(["get", "list", "watch"]));
-        let admin = cluster_role(
-            ROLES
-                .iter()
-                .find(|r| r.name == "cluster-admin")
-                .expect("spec"),
-        );
-        assert_eq!(
-            admin["rules"],
-            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                   {"nonResourceURLs": ["*"], "verbs": ["*"]}])
-        );
-        let edit = cluster_role(ROLES.iter().find(|r| r.name == "edit").expect("spec"));
-        assert_eq!(
-            edit["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"][TO_EDIT],
-            "true"
-        );
-        assert_eq!(edit["metadata"]["labels"][TO_ADMIN], "true");
-        let sels = selectors(&edit["aggregationRule"]).expect("selectors");
-        assert!(sels[0].matches(&labels_of(&cluster_role(
-            ROLES.iter().find(|r| r.name == "view").expect("spec")
-        ))));
-    }
-}
-
 /// The service network a real cluster starts with, as kube-apiserver creates it: the
 /// default ServiceCIDR (`kubernetes`, Ready) and the `default/kubernetes` Service on the
 /// first IP of the range. Written by the server itself, without managedFields. Existing
@@ -497,10 +462,47 @@ pub(crate) fn system_put(srv: &ApiServer, key: &str, ns: &str, mut obj: Value) {
             json!(crate::registry::meta::now_time()),
         );
     }
-    let _ = srv.storage.mutate::<crate::storage::StorageError>(key, ns, &name, |cur, _| {
-        Ok(match cur {
-            Some(_) => Mutation::Keep,
-            None => Mutation::Put(obj),
-        })
-    });
+    let _ = srv
+        .storage
+        .mutate::<crate::storage::StorageError>(key, ns, &name, |cur, _| {
+            Ok(match cur {
+                Some(_) => Mutation::Keep,
+                None => Mutation::Put(obj),
+            })
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_specs_render_as_rbac_objects() {
+        let view = ROLES.iter().find(|r| r.name == "system:aggregate-to-view");
+        let v = cluster_role(view.expect("spec"));
+        assert_eq!(v["metadata"]["labels"][TO_VIEW], "true");
+        assert_eq!(v["rules"][0]["apiGroups"], json!([""]));
+        assert_eq!(v["rules"][0]["verbs"], json!(["get", "list", "watch"]));
+        let admin = cluster_role(
+            ROLES
+                .iter()
+                .find(|r| r.name == "cluster-admin")
+                .expect("spec"),
+        );
+        assert_eq!(
+            admin["rules"],
+            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                   {"nonResourceURLs": ["*"], "verbs": ["*"]}])
+        );
+        let edit = cluster_role(ROLES.iter().find(|r| r.name == "edit").expect("spec"));
+        assert_eq!(
+            edit["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"][TO_EDIT],
+            "true"
+        );
+        assert_eq!(edit["metadata"]["labels"][TO_ADMIN], "true");
+        let sels = selectors(&edit["aggregationRule"]).expect("selectors");
+        assert!(sels[0].matches(&labels_of(&cluster_role(
+            ROLES.iter().find(|r| r.name == "view").expect("spec")
+        ))));
+    }
 }

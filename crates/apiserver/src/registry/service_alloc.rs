@@ -73,11 +73,7 @@ pub(crate) struct Reservation<'a> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        let mut p = self
-            .alloc
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut p = self.alloc.pending.lock().unwrap_or_else(|e| e.into_inner());
         for ip in &self.ips {
             p.ips.remove(ip);
         }
@@ -249,7 +245,9 @@ impl Op<'_> {
             return Some(n);
         }
         let used = &self.used.ports;
-        let n = pick(NODE_PORTS.0, NODE_PORTS.1, port_band(), |v| used.contains(&v))?;
+        let n = pick(NODE_PORTS.0, NODE_PORTS.1, port_band(), |v| {
+            used.contains(&v)
+        })?;
         self.take_port(n);
         Some(n)
     }
@@ -319,10 +317,7 @@ impl Op<'_> {
     /// `initNodePorts`: the node ports of a new Service (or of one that now needs them).
     fn init_node_ports(&mut self, obj: &mut Value) -> Result<(), ApiError> {
         let allocate = allocates_node_ports(obj);
-        let Some(list) = obj
-            .pointer_mut("/spec/ports")
-            .and_then(Value::as_array_mut)
-        else {
+        let Some(list) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
             return Ok(());
         };
         let port_of = |p: &Value| p.get("port").and_then(Value::as_i64).unwrap_or(0);
@@ -344,7 +339,11 @@ impl Op<'_> {
                     let n = match requested {
                         Some(n) => {
                             self.request_port(n).map_err(|why| {
-                                self.invalid(format!("spec.ports[{i}].nodePort"), &n.to_string(), why)
+                                self.invalid(
+                                    format!("spec.ports[{i}].nodePort"),
+                                    &n.to_string(),
+                                    why,
+                                )
                             })?;
                             n
                         }
@@ -392,10 +391,7 @@ impl Op<'_> {
     fn update_node_ports(&mut self, old: &Value, obj: &mut Value) -> Result<(), ApiError> {
         let old_ports = node_ports_of(old);
         let allocate = allocates_node_ports(obj);
-        let Some(list) = obj
-            .pointer_mut("/spec/ports")
-            .and_then(Value::as_array_mut)
-        else {
+        let Some(list) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
             return Ok(());
         };
         let mut done: HashSet<u32> = HashSet::new();
@@ -520,7 +516,11 @@ impl ServiceAllocator {
     }
 
     /// What `op` took, held for the write (nothing for a dry run).
-    fn hold<'a>(&'a self, mut pending: std::sync::MutexGuard<'a, Taken>, op: Op<'_>) -> Reservation<'a> {
+    fn hold<'a>(
+        &'a self,
+        mut pending: std::sync::MutexGuard<'a, Taken>,
+        op: Op<'_>,
+    ) -> Reservation<'a> {
         if op.dry_run {
             return self.reservation(Vec::new(), Vec::new());
         }

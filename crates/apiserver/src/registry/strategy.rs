@@ -678,10 +678,9 @@ fn service_needs_node_ports(obj: &Value) -> bool {
 fn service_update(old: &Value, new: &mut Value) {
     let spec = |o: &Value, k: &str| o.pointer(&format!("/spec/{k}")).cloned();
     let unset = |o: &Value, k: &str| {
-        o.pointer(&format!("/spec/{k}"))
-            .is_none_or(|v| {
-                v.is_null() || v == "" || v == 0 || v.as_array().is_some_and(Vec::is_empty)
-            })
+        o.pointer(&format!("/spec/{k}")).is_none_or(|v| {
+            v.is_null() || v == "" || v == 0 || v.as_array().is_some_and(Vec::is_empty)
+        })
     };
     if service_needs_cluster_ip(old) && service_needs_cluster_ip(new) {
         for k in ["clusterIP", "clusterIPs"] {

@@ -2344,17 +2344,26 @@ pub fn service_allocation() -> Scenario {
             post(
                 "ip-taken",
                 p,
-                svc("sb", json!({"clusterIP": "10.0.0.12", "ports": [{"port": 80}]})),
+                svc(
+                    "sb",
+                    json!({"clusterIP": "10.0.0.12", "ports": [{"port": 80}]}),
+                ),
             ),
             post(
                 "ip-taken-dry-run",
                 &format!("{p}?dryRun=All"),
-                svc("sb", json!({"clusterIP": "10.0.0.12", "ports": [{"port": 80}]})),
+                svc(
+                    "sb",
+                    json!({"clusterIP": "10.0.0.12", "ports": [{"port": 80}]}),
+                ),
             ),
             post(
                 "ip-out-of-range",
                 p,
-                svc("sb", json!({"clusterIP": "10.1.0.5", "ports": [{"port": 80}]})),
+                svc(
+                    "sb",
+                    json!({"clusterIP": "10.1.0.5", "ports": [{"port": 80}]}),
+                ),
             ),
             post(
                 "port-taken",
