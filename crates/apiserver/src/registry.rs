@@ -18,6 +18,7 @@ pub(crate) mod schema;
 pub(crate) mod service_alloc;
 pub mod strategy;
 pub(crate) mod table;
+pub(crate) mod validation;
 
 use crate::crd::CrdSchema;
 use crate::error::ApiError;

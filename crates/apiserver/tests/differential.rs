@@ -74,6 +74,7 @@ scenarios!(
     job_updates,
     claim_updates,
     service_allocation,
+    spec_validation,
     leases_and_events,
     pagination,
 );

@@ -15,7 +15,7 @@ use kubewright_core::quantity::Quantity;
 use serde_json::{Map, Value};
 
 /// Where the pod specs of a kind are (JSON pointers).
-fn pod_specs(def: &ResourceDef) -> &'static [&'static str] {
+pub(crate) fn pod_specs(def: &ResourceDef) -> &'static [&'static str] {
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Pod") => &["/spec"],
         ("", "PodTemplate") => &["/template/spec"],
@@ -98,6 +98,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
             }
         }
     }
+    crate::registry::validation::validate(def, obj, &mut causes);
     causes
 }
 

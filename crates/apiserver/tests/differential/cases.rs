@@ -2434,3 +2434,237 @@ pub fn service_allocation() -> Scenario {
         ],
     }
 }
+
+/// Spec validation a controller's bug commonly trips (dry-run creates): pod specs
+/// (volumes and mounts, port names and protocols, env, probes, policies, tolerations,
+/// node selectors, host names, user ids), workload counts, strategies and template
+/// restart policies, Jobs, Services (types, ports, node ports, external names,
+/// selectors), HorizontalPodAutoscalers, PodDisruptionBudgets, Ingresses, TLS Secrets
+/// and RBAC rules and role references.
+pub fn spec_validation() -> Scenario {
+    Scenario {
+        name: "spec_validation",
+        steps: vec![
+            post(
+                "dep-negative-replicas",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": -1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}}),
+            ),
+            post(
+                "dep-negative-revision",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}, "revisionHistoryLimit": -1}}),
+            ),
+            post(
+                "dep-negative-minready",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}, "minReadySeconds": -5}}),
+            ),
+            post(
+                "dep-progress-deadline",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}, "progressDeadlineSeconds": 0}}),
+            ),
+            post(
+                "dep-strategy-bad",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}, "strategy": {"type": "Bogus"}}}),
+            ),
+            post(
+                "dep-rolling-both-zero",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}, "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}}}),
+            ),
+            post(
+                "dep-recreate-with-rolling",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}, "strategy": {"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}}}),
+            ),
+            post(
+                "dep-restart-never",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "restartPolicy": "Never"}}}}),
+            ),
+            post(
+                "pod-env-empty-name",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "env": [{"name": "", "value": "x"}]}]}}),
+            ),
+            post(
+                "pod-env-two-sources",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "env": [{"name": "A", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]}}),
+            ),
+            post(
+                "pod-volume-dup",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "volumes": [{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}}]}}),
+            ),
+            post(
+                "pod-volume-bad-name",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "volumes": [{"name": "V_1", "emptyDir": {}}]}}),
+            ),
+            post(
+                "pod-mount-missing-volume",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "volumeMounts": [{"name": "nope", "mountPath": "/x"}]}]}}),
+            ),
+            post(
+                "pod-mount-no-path",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "volumeMounts": [{"name": "v", "mountPath": ""}]}], "volumes": [{"name": "v", "emptyDir": {}}]}}),
+            ),
+            post(
+                "pod-probe-no-handler",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "livenessProbe": {"periodSeconds": 5}}]}}),
+            ),
+            post(
+                "pod-probe-negative",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": -1}}]}}),
+            ),
+            post(
+                "pod-port-name-bad",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "ports": [{"name": "HTTP_PORT", "containerPort": 80}]}]}}),
+            ),
+            post(
+                "pod-port-name-dup",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "ports": [{"name": "http", "containerPort": 80}, {"name": "http", "containerPort": 81}]}]}}),
+            ),
+            post(
+                "pod-port-protocol",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "ICMP"}]}]}}),
+            ),
+            post(
+                "pod-restart-policy",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "restartPolicy": "Sometimes"}}),
+            ),
+            post(
+                "pod-dns-policy",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "dnsPolicy": "Weird"}}),
+            ),
+            post(
+                "pod-pull-policy",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "imagePullPolicy": "Sometimes"}]}}),
+            ),
+            post(
+                "pod-deadline-zero",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "activeDeadlineSeconds": 0}}),
+            ),
+            post(
+                "pod-node-selector-bad",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "nodeSelector": {"bad key!": "x"}}}),
+            ),
+            post(
+                "pod-toleration-bad",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}}),
+            ),
+            post(
+                "pod-hostname-bad",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx"}], "hostname": "Bad_Name"}}),
+            ),
+            post(
+                "pod-term-msg-policy",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "terminationMessagePolicy": "Nope"}]}}),
+            ),
+            post(
+                "pod-security-runasuser-neg",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx", "securityContext": {"runAsUser": -1}}]}}),
+            ),
+            post(
+                "svc-port-dup",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}, {"port": 80}]}}),
+            ),
+            post(
+                "svc-port-names-missing",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}, {"port": 81}]}}),
+            ),
+            post(
+                "svc-port-zero",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 0}]}}),
+            ),
+            post(
+                "svc-type-bad",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "Bogus", "ports": [{"port": 80}]}}),
+            ),
+            post(
+                "svc-nodeport-on-clusterip",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80, "nodePort": 30500}]}}),
+            ),
+            post(
+                "svc-externalname-bad",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "ExternalName", "externalName": "Not A Name"}}),
+            ),
+            post(
+                "svc-selector-bad",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"selector": {"a": "bad value!"}, "ports": [{"port": 80}]}}),
+            ),
+            post(
+                "sts-negative-replicas",
+                "/apis/apps/v1/namespaces/{ns}/statefulsets?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"replicas": -1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            post(
+                "job-negative-parallelism",
+                "/apis/batch/v1/namespaces/{ns}/jobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"parallelism": -1, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            post(
+                "job-restart-always",
+                "/apis/batch/v1/namespaces/{ns}/jobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            post(
+                "hpa-min-zero",
+                "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers?dryRun=All",
+                json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"}, "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "minReplicas": 0, "maxReplicas": 1}}),
+            ),
+            post(
+                "pdb-both",
+                "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets?dryRun=All",
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "p"}, "spec": {"minAvailable": 1, "maxUnavailable": 1}}),
+            ),
+            post(
+                "ingress-no-backend",
+                "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses?dryRun=All",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i"}, "spec": {}}),
+            ),
+            post(
+                "secret-tls-missing",
+                "/api/v1/namespaces/{ns}/secrets?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {}}),
+            ),
+            post(
+                "role-bad-verb-empty",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles?dryRun=All",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": []}]}),
+            ),
+            post(
+                "rb-no-roleref-name",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings?dryRun=All",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "r"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ""}, "subjects": []}),
+            ),
+        ],
+    }
+}

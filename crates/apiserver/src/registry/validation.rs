@@ -1,0 +1,700 @@
+//! Spec validation kube-apiserver does on create and update that the embedded server's
+//! other checks (containers, resources, selectors, keys: `resources.rs`) do not cover,
+//! with v1.36's field paths and texts (`pkg/apis/*/validation`): pod specs (volumes and
+//! mounts, ports, env, probes, policies, tolerations, node selectors, host names),
+//! workload counts and strategies and their templates' restart policy, Jobs, Services,
+//! HorizontalPodAutoscalers, PodDisruptionBudgets, Ingresses, TLS Secrets and RBAC.
+//!
+//! The objects are checked after defaulting, as Go validates the defaulted internal
+//! object. Each check is one that a controller's bug commonly trips; the full upstream
+//! validation is larger (see docs/testing.md).
+
+use crate::error::{
+    forbidden_cause as forbidden, go_json_text, go_quote, invalid_cause as invalid,
+    label_value_errors, qualified_name_errors, required_cause as required,
+};
+use crate::registry::ResourceDef;
+use crate::registry::meta::{is_dns_label, is_dns_subdomain};
+use crate::registry::resources::items;
+use kubewright_core::StatusCause;
+use serde_json::Value;
+
+const DNS_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const NON_NEGATIVE: &str = "must be greater than or equal to 0";
+
+/// `Unsupported value: "x": supported values: "a", "b"`.
+fn not_supported(field: &str, value: &str, supported: &[&str]) -> StatusCause {
+    let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+    StatusCause {
+        reason: "FieldValueNotSupported".into(),
+        message: format!(
+            "Unsupported value: {}: supported values: {}",
+            go_quote(value),
+            list.join(", ")
+        ),
+        field: field.into(),
+    }
+}
+
+fn duplicate(field: &str, value: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueDuplicate".into(),
+        message: format!("Duplicate value: {value}"),
+        field: field.into(),
+    }
+}
+
+fn not_found(field: &str, value: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueNotFound".into(),
+        message: format!("Not found: {}", go_quote(value)),
+        field: field.into(),
+    }
+}
+
+fn required_why(field: &str, why: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueRequired".into(),
+        message: format!("Required value: {why}"),
+        field: field.into(),
+    }
+}
+
+fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn int_at(v: &Value, key: &str) -> Option<i64> {
+    v.get(key).and_then(Value::as_i64)
+}
+
+/// An integer field that must not be negative.
+fn non_negative(v: &Value, key: &str, base: &str, causes: &mut Vec<StatusCause>) {
+    if let Some(n) = int_at(v, key).filter(|n| *n < 0) {
+        causes.push(invalid(
+            &format!("{base}.{key}"),
+            &n.to_string(),
+            NON_NEGATIVE,
+        ));
+    }
+}
+
+/// The checks of this module for `obj` of `def`'s kind.
+pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) {
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("apps", kind @ ("Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")) => {
+            workload(kind, spec, causes)
+        }
+        ("", "ReplicationController") => workload("ReplicationController", spec, causes),
+        ("batch", "Job") => job(spec, "spec", causes),
+        ("batch", "CronJob") => {
+            if let Some(j) = obj.pointer("/spec/jobTemplate/spec") {
+                job(j, "spec.jobTemplate.spec", causes);
+            }
+        }
+        ("", "Service") => service(spec, causes),
+        ("autoscaling", "HorizontalPodAutoscaler") => hpa(spec, causes),
+        ("policy", "PodDisruptionBudget") => pdb(spec, causes),
+        ("networking.k8s.io", "Ingress")
+            if spec.get("defaultBackend").is_none() && items(spec, "rules").is_empty() =>
+        {
+            causes.push(invalid(
+                "spec",
+                "null",
+                "either `defaultBackend` or `rules` must be specified",
+            ));
+        }
+        ("", "Secret") if str_at(obj, "type") == Some("kubernetes.io/tls") => {
+            for key in ["tls.crt", "tls.key"] {
+                if obj.pointer(&format!("/data/{key}")).is_none() {
+                    causes.push(required(&format!("data[{key}]")));
+                }
+            }
+        }
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {
+            for (i, r) in items(obj, "rules").iter().enumerate() {
+                if items(r, "verbs").is_empty() {
+                    causes.push(required_why(
+                        &format!("rules[{i}].verbs"),
+                        "verbs must contain at least one value",
+                    ));
+                }
+            }
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding")
+            if obj
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty) =>
+        {
+            causes.push(required("roleRef.name"));
+        }
+        _ => {}
+    }
+    for at in crate::registry::resources::pod_specs(def) {
+        if let Some(pod) = obj.pointer(at) {
+            pod_spec(pod, &at.trim_start_matches('/').replace('/', "."), causes);
+        }
+    }
+}
+
+/// `ValidateDeploymentSpec` and its kin: counts, the strategy, and a template that
+/// restarts always.
+fn workload(kind: &str, spec: &Value, causes: &mut Vec<StatusCause>) {
+    if kind != "DaemonSet" {
+        non_negative(spec, "replicas", "spec", causes);
+    }
+    non_negative(spec, "minReadySeconds", "spec", causes);
+    non_negative(spec, "revisionHistoryLimit", "spec", causes);
+    if let Some(policy) = spec
+        .pointer("/template/spec/restartPolicy")
+        .and_then(Value::as_str)
+        .filter(|p| *p != "Always")
+    {
+        causes.push(not_supported(
+            "spec.template.spec.restartPolicy",
+            policy,
+            &["Always"],
+        ));
+    }
+    if kind == "Deployment" {
+        deployment_strategy(spec, causes);
+        if let Some(deadline) = int_at(spec, "progressDeadlineSeconds") {
+            let min_ready = int_at(spec, "minReadySeconds").unwrap_or(0);
+            if deadline < 0 {
+                causes.push(invalid(
+                    "spec.progressDeadlineSeconds",
+                    &deadline.to_string(),
+                    NON_NEGATIVE,
+                ));
+            } else if deadline <= min_ready {
+                causes.push(invalid(
+                    "spec.progressDeadlineSeconds",
+                    &deadline.to_string(),
+                    "must be greater than minReadySeconds",
+                ));
+            }
+        }
+    }
+}
+
+/// `ValidateDeploymentStrategy` and `ValidateRollingUpdateDeployment`.
+fn deployment_strategy(spec: &Value, causes: &mut Vec<StatusCause>) {
+    let Some(strategy) = spec.get("strategy") else {
+        return;
+    };
+    let rolling = strategy.get("rollingUpdate").filter(|r| !r.is_null());
+    match str_at(strategy, "type").unwrap_or("") {
+        "Recreate" => {
+            if rolling.is_some() {
+                causes.push(forbidden(
+                    "spec.strategy.rollingUpdate",
+                    "may not be specified when strategy `type` is 'Recreate'",
+                ));
+            }
+        }
+        "RollingUpdate" => {
+            let Some(r) = rolling else {
+                return;
+            };
+            // An int or a percentage; zero when both are zero.
+            let is_zero = |k: &str| match r.get(k) {
+                Some(Value::Number(n)) => n.as_i64() == Some(0),
+                Some(Value::String(s)) => s.trim_end_matches('%') == "0",
+                _ => false,
+            };
+            if is_zero("maxUnavailable") && is_zero("maxSurge") {
+                let shown = match r.get("maxUnavailable") {
+                    Some(Value::String(s)) => go_quote(s),
+                    Some(v) => v.to_string(),
+                    None => "0".into(),
+                };
+                causes.push(invalid(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    &shown,
+                    "may not be 0 when `maxSurge` is 0",
+                ));
+            }
+        }
+        other => {
+            // Go prints the internal DeploymentStrategy struct.
+            let rolling_text = rolling.map_or_else(|| "null".into(), go_json_text);
+            causes.push(StatusCause {
+                reason: "FieldValueNotSupported".into(),
+                message: format!(
+                    "Unsupported value: {{\"Type\":{},\"RollingUpdate\":{rolling_text}}}: supported values: \"Recreate\", \"RollingUpdate\"",
+                    go_json_text(&Value::String(other.into()))
+                ),
+                field: "spec.strategy".into(),
+            });
+        }
+    }
+}
+
+/// `validateJobSpec`: counts and a template that does not restart always.
+fn job(spec: &Value, base: &str, causes: &mut Vec<StatusCause>) {
+    for key in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+    ] {
+        non_negative(spec, key, base, causes);
+    }
+    let policy = spec
+        .pointer("/template/spec/restartPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !matches!(policy, "OnFailure" | "Never") {
+        causes.push(required_why(
+            &format!("{base}.template.spec.restartPolicy"),
+            "valid values: \"OnFailure\", \"Never\"",
+        ));
+    }
+}
+
+/// `ValidateService`'s checks of type, ports, external name and selector.
+fn service(spec: &Value, causes: &mut Vec<StatusCause>) {
+    let ty = str_at(spec, "type").unwrap_or("ClusterIP");
+    const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+    if !TYPES.contains(&ty) {
+        causes.push(not_supported("spec.type", ty, TYPES));
+    }
+    if ty == "ExternalName" {
+        let name = str_at(spec, "externalName").unwrap_or("");
+        let name = name.strip_suffix('.').unwrap_or(name);
+        if name.is_empty() {
+            causes.push(required("spec.externalName"));
+        } else if !is_dns_subdomain(name) {
+            causes.push(invalid(
+                "spec.externalName",
+                &go_quote(name),
+                DNS_SUBDOMAIN_MSG,
+            ));
+        }
+    }
+    // `validateServicePort`, port by port.
+    let ports = items(spec, "ports");
+    let mut names: Vec<&str> = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let base = format!("spec.ports[{i}]");
+        let name = str_at(p, "name").unwrap_or("");
+        if name.is_empty() {
+            if ports.len() > 1 {
+                causes.push(required(&format!("{base}.name")));
+            }
+        } else {
+            if !is_dns_label(name) {
+                causes.push(invalid(
+                    &format!("{base}.name"),
+                    &go_quote(name),
+                    DNS_LABEL_MSG,
+                ));
+            }
+            if names.contains(&name) {
+                causes.push(duplicate(&format!("{base}.name"), &go_quote(name)));
+            } else {
+                names.push(name);
+            }
+        }
+        let port = int_at(p, "port").unwrap_or(0);
+        if !(1..=65535).contains(&port) {
+            causes.push(invalid(
+                &format!("{base}.port"),
+                &port.to_string(),
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+        const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
+        if let Some(proto) = str_at(p, "protocol").filter(|p| !PROTOCOLS.contains(p)) {
+            causes.push(not_supported(&format!("{base}.protocol"), proto, PROTOCOLS));
+        }
+        if let Some(Value::Number(n)) = p.get("targetPort")
+            && !(1..=65535).contains(&n.as_i64().unwrap_or(0))
+        {
+            causes.push(invalid(
+                &format!("{base}.targetPort"),
+                &n.to_string(),
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+    }
+    if ty == "ClusterIP" {
+        for (i, p) in ports.iter().enumerate() {
+            if int_at(p, "nodePort").is_some_and(|n| n != 0) {
+                causes.push(forbidden(
+                    &format!("spec.ports[{i}].nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
+                ));
+            }
+        }
+    }
+    // Node ports, then ports, unique per protocol.
+    let protocol = |p: &Value| str_at(p, "protocol").unwrap_or("TCP").to_string();
+    let mut seen: Vec<(i64, String)> = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let n = int_at(p, "nodePort").unwrap_or(0);
+        if n == 0 {
+            continue;
+        }
+        let key = (n, protocol(p));
+        if seen.contains(&key) {
+            causes.push(duplicate(
+                &format!("spec.ports[{i}].nodePort"),
+                &n.to_string(),
+            ));
+        } else {
+            seen.push(key);
+        }
+    }
+    let mut seen: Vec<(i64, String)> = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let key = (int_at(p, "port").unwrap_or(0), protocol(p));
+        if seen.contains(&key) {
+            // Go prints the internal ServicePort key it compares: protocol and port.
+            let text = format!(
+                "{{\"Name\":\"\",\"Protocol\":{},\"AppProtocol\":null,\"Port\":{},\"TargetPort\":0,\"NodePort\":0}}",
+                go_json_text(&Value::String(key.1.clone())),
+                key.0
+            );
+            causes.push(duplicate(&format!("spec.ports[{i}]"), &text));
+        } else {
+            seen.push(key);
+        }
+    }
+    if let Some(sel) = spec.get("selector").and_then(Value::as_object) {
+        for (k, v) in sel {
+            for msg in qualified_name_errors(k) {
+                causes.push(invalid("spec.selector", &go_quote(k), &msg));
+            }
+            let v = v.as_str().unwrap_or_default();
+            for msg in label_value_errors(v) {
+                causes.push(invalid("spec.selector", &go_quote(v), &msg));
+            }
+        }
+    }
+}
+
+/// `validateHorizontalPodAutoscalerSpec`'s replica bounds, and scaling to zero only on
+/// Object or External metrics.
+fn hpa(spec: &Value, causes: &mut Vec<StatusCause>) {
+    let min = int_at(spec, "minReplicas");
+    if let Some(min) = min.filter(|m| *m < 1) {
+        causes.push(invalid(
+            "spec.minReplicas",
+            &min.to_string(),
+            "must be greater than or equal to 1",
+        ));
+    }
+    let max = int_at(spec, "maxReplicas").unwrap_or(0);
+    if max == 0 {
+        causes.push(required_why(
+            "spec.maxReplicas",
+            "must be set and greater than 0",
+        ));
+    } else if max < 0 {
+        causes.push(invalid(
+            "spec.maxReplicas",
+            &max.to_string(),
+            "must be greater than or equal to 1",
+        ));
+    }
+    if min.is_some_and(|m| max < m) {
+        causes.push(invalid(
+            "spec.maxReplicas",
+            &max.to_string(),
+            "must be greater than or equal to `minReplicas`",
+        ));
+    }
+    if min == Some(0)
+        && !items(spec, "metrics")
+            .iter()
+            .any(|m| matches!(str_at(m, "type"), Some("Object" | "External")))
+    {
+        causes.push(forbidden(
+            "spec.metrics",
+            "must specify at least one Object or External metric to support scaling to zero replicas",
+        ));
+    }
+}
+
+/// `ValidatePodDisruptionBudgetSpec`: one of minAvailable and maxUnavailable.
+fn pdb(spec: &Value, causes: &mut Vec<StatusCause>) {
+    let (min, max) = (spec.get("minAvailable"), spec.get("maxUnavailable"));
+    if let (Some(min), Some(max)) = (min, max) {
+        // Go prints the internal PodDisruptionBudgetSpec struct.
+        let text = format!(
+            "{{\"MinAvailable\":{},\"Selector\":{},\"MaxUnavailable\":{},\"UnhealthyPodEvictionPolicy\":{}}}",
+            go_json_text(min),
+            spec.get("selector")
+                .map_or_else(|| "null".into(), go_json_text),
+            go_json_text(max),
+            spec.get("unhealthyPodEvictionPolicy")
+                .map_or_else(|| "null".into(), go_json_text),
+        );
+        causes.push(invalid(
+            "spec",
+            &text,
+            "minAvailable and maxUnavailable cannot be both set",
+        ));
+    }
+}
+
+/// `ValidatePodSpec`'s checks besides containers' names, images and resources.
+fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
+    // Volumes: names, unique.
+    let mut volumes: Vec<&str> = Vec::new();
+    for (i, v) in items(pod, "volumes").iter().enumerate() {
+        let field = format!("{base}.volumes[{i}].name");
+        let name = str_at(v, "name").unwrap_or("");
+        if name.is_empty() {
+            causes.push(required(&field));
+        } else if !is_dns_label(name) {
+            causes.push(invalid(&field, &go_quote(name), DNS_LABEL_MSG));
+        } else if volumes.contains(&name) {
+            causes.push(duplicate(&field, &go_quote(name)));
+        } else {
+            volumes.push(name);
+        }
+    }
+    for key in ["containers", "initContainers"] {
+        for (i, c) in items(pod, key).iter().enumerate() {
+            container(c, &format!("{base}.{key}[{i}]"), &volumes, causes);
+        }
+    }
+    const RESTART: &[&str] = &["Always", "OnFailure", "Never"];
+    match str_at(pod, "restartPolicy") {
+        Some(p) if !p.is_empty() && !RESTART.contains(&p) => {
+            causes.push(not_supported(&format!("{base}.restartPolicy"), p, RESTART))
+        }
+        _ => {}
+    }
+    const DNS: &[&str] = &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];
+    match str_at(pod, "dnsPolicy") {
+        Some(p) if !p.is_empty() && !DNS.contains(&p) => {
+            causes.push(not_supported(&format!("{base}.dnsPolicy"), p, DNS))
+        }
+        _ => {}
+    }
+    if let Some(sel) = pod.get("nodeSelector").and_then(Value::as_object) {
+        for (k, v) in sel {
+            for msg in qualified_name_errors(k) {
+                causes.push(invalid(&format!("{base}.nodeSelector"), &go_quote(k), &msg));
+            }
+            let v = v.as_str().unwrap_or_default();
+            for msg in label_value_errors(v) {
+                causes.push(invalid(&format!("{base}.nodeSelector"), &go_quote(v), &msg));
+            }
+        }
+    }
+    if let Some(user) = pod
+        .pointer("/securityContext/runAsUser")
+        .and_then(Value::as_i64)
+        .filter(|u| !(0..=i64::from(i32::MAX)).contains(u))
+    {
+        causes.push(invalid(
+            &format!("{base}.securityContext.runAsUser"),
+            &user.to_string(),
+            "must be between 0 and 2147483647, inclusive",
+        ));
+    }
+    if let Some(d) = int_at(pod, "activeDeadlineSeconds").filter(|d| *d < 1) {
+        causes.push(invalid(
+            &format!("{base}.activeDeadlineSeconds"),
+            &d.to_string(),
+            "must be between 1 and 2147483647, inclusive",
+        ));
+    }
+    for key in ["hostname", "subdomain"] {
+        if let Some(h) = str_at(pod, key).filter(|h| !h.is_empty() && !is_dns_label(h)) {
+            causes.push(invalid(
+                &format!("{base}.{key}"),
+                &go_quote(h),
+                DNS_LABEL_MSG,
+            ));
+        }
+    }
+    for (i, t) in items(pod, "tolerations").iter().enumerate() {
+        let at = format!("{base}.tolerations[{i}]");
+        let value = str_at(t, "value").unwrap_or("");
+        match str_at(t, "operator").unwrap_or("Equal") {
+            "Exists" if !value.is_empty() => causes.push(invalid(
+                &format!("{at}.operator"),
+                &go_quote(value),
+                "value must be empty when `operator` is 'Exists'",
+            )),
+            "Exists" | "Equal" | "" => {}
+            other => causes.push(not_supported(
+                &format!("{at}.operator"),
+                other,
+                &["Equal", "Exists"],
+            )),
+        }
+    }
+}
+
+/// `validateContainerCommon`'s checks of ports, env, mounts, probes and policies.
+fn container(c: &Value, at: &str, volumes: &[&str], causes: &mut Vec<StatusCause>) {
+    let mut names: Vec<&str> = Vec::new();
+    for (j, p) in items(c, "ports").iter().enumerate() {
+        let field = format!("{at}.ports[{j}].name");
+        if let Some(name) = str_at(p, "name").filter(|n| !n.is_empty()) {
+            let errs = port_name_errors(name);
+            if !errs.is_empty() {
+                for e in errs {
+                    causes.push(invalid(&field, &go_quote(name), e));
+                }
+            } else if names.contains(&name) {
+                causes.push(duplicate(&field, &go_quote(name)));
+            } else {
+                names.push(name);
+            }
+        }
+        const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
+        if let Some(proto) = str_at(p, "protocol").filter(|p| !PROTOCOLS.contains(p)) {
+            causes.push(not_supported(
+                &format!("{at}.ports[{j}].protocol"),
+                proto,
+                PROTOCOLS,
+            ));
+        }
+    }
+    for (j, e) in items(c, "env").iter().enumerate() {
+        let field = format!("{at}.env[{j}]");
+        let name = str_at(e, "name").unwrap_or("");
+        if name.is_empty() {
+            causes.push(required(&format!("{field}.name")));
+        } else if name.contains('=') || !name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            causes.push(invalid(
+                &format!("{field}.name"),
+                &go_quote(name),
+                "a valid environment variable name must consist only of printable ASCII characters other than '='",
+            ));
+        }
+        if e.get("valueFrom").is_some_and(|v| !v.is_null())
+            && str_at(e, "value").is_some_and(|v| !v.is_empty())
+        {
+            causes.push(invalid(
+                &format!("{field}.valueFrom"),
+                "\"\"",
+                "may not be specified when `value` is not empty",
+            ));
+        }
+    }
+    for (j, m) in items(c, "volumeMounts").iter().enumerate() {
+        let field = format!("{at}.volumeMounts[{j}]");
+        let name = str_at(m, "name").unwrap_or("");
+        if name.is_empty() {
+            causes.push(required(&format!("{field}.name")));
+        } else if !volumes.contains(&name) {
+            causes.push(not_found(&format!("{field}.name"), name));
+        }
+        if str_at(m, "mountPath").is_none_or(str::is_empty) {
+            causes.push(required(&format!("{field}.mountPath")));
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        let Some(p) = c.get(probe).filter(|p| !p.is_null()) else {
+            continue;
+        };
+        let field = format!("{at}.{probe}");
+        let handlers = ["exec", "httpGet", "tcpSocket", "grpc"]
+            .iter()
+            .filter(|h| p.get(**h).is_some_and(|v| !v.is_null()))
+            .count();
+        if handlers == 0 {
+            causes.push(required_why(&field, "must specify a handler type"));
+        }
+        for key in [
+            "initialDelaySeconds",
+            "timeoutSeconds",
+            "periodSeconds",
+            "successThreshold",
+            "failureThreshold",
+        ] {
+            non_negative(p, key, &field, causes);
+        }
+    }
+    const PULL: &[&str] = &["Always", "IfNotPresent", "Never"];
+    if let Some(p) = str_at(c, "imagePullPolicy").filter(|p| !p.is_empty() && !PULL.contains(p)) {
+        causes.push(not_supported(&format!("{at}.imagePullPolicy"), p, PULL));
+    }
+    const MESSAGE: &[&str] = &["File", "FallbackToLogsOnError"];
+    if let Some(p) =
+        str_at(c, "terminationMessagePolicy").filter(|p| !p.is_empty() && !MESSAGE.contains(p))
+    {
+        causes.push(not_supported(
+            &format!("{at}.terminationMessagePolicy"),
+            p,
+            MESSAGE,
+        ));
+    }
+    if let Some(user) = c
+        .pointer("/securityContext/runAsUser")
+        .and_then(Value::as_i64)
+        .filter(|u| !(0..=i64::from(i32::MAX)).contains(u))
+    {
+        causes.push(invalid(
+            &format!("{at}.securityContext.runAsUser"),
+            &user.to_string(),
+            "must be between 0 and 2147483647, inclusive",
+        ));
+    }
+}
+
+/// `IsValidPortName`.
+fn port_name_errors(name: &str) -> Vec<&'static str> {
+    let mut errs = Vec::new();
+    if name.len() > 15 {
+        errs.push("must be no more than 15 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+    }
+    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
+        errs.push("must contain at least one letter (a-z)");
+    }
+    if name.contains("--") {
+        errs.push("must not contain consecutive hyphens");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        errs.push("must not begin or end with a hyphen");
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_names_as_go_checks_them() {
+        assert!(port_name_errors("http").is_empty());
+        assert!(port_name_errors("http-2").is_empty());
+        assert_eq!(
+            port_name_errors("HTTP_PORT"),
+            vec![
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "must contain at least one letter (a-z)"
+            ]
+        );
+        assert_eq!(port_name_errors("8080").len(), 1);
+        assert_eq!(
+            port_name_errors("a--b"),
+            vec!["must not contain consecutive hyphens"]
+        );
+        assert_eq!(
+            port_name_errors("-ab"),
+            vec!["must not begin or end with a hyphen"]
+        );
+        assert_eq!(
+            port_name_errors("abcdefghijklmnop"),
+            vec!["must be no more than 15 characters"]
+        );
+    }
+}
