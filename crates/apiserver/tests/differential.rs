@@ -75,6 +75,7 @@ scenarios!(
     claim_updates,
     service_allocation,
     spec_validation,
+    pod_admission,
     leases_and_events,
     pagination,
 );

@@ -178,6 +178,13 @@ pub(crate) async fn create_pods(
         &serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
     )
     .await?;
+    // The pods run as this service account, which the ServiceAccount admission plugin
+    // checks.
+    http.post_json(
+        &format!("/api/v1/namespaces/{namespace}/serviceaccounts"),
+        &serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "web"}}),
+    )
+    .await?;
     let rs = http
         .post_json(
             &format!("/apis/apps/v1/namespaces/{namespace}/replicasets"),

@@ -451,6 +451,32 @@ pub fn ensure_service_network(srv: &ApiServer) {
     );
 }
 
+/// The PriorityClasses kube-apiserver creates at start (`scheduling/bootstrap`).
+pub fn ensure_priority_classes(srv: &ApiServer) {
+    let Some(def) = srv.def("scheduling.k8s.io", "v1", "priorityclasses") else {
+        return;
+    };
+    for (name, value, description) in [
+        (
+            "system-node-critical",
+            2_000_001_000,
+            "Used for system critical pods that must not be moved from their current node.",
+        ),
+        (
+            "system-cluster-critical",
+            2_000_000_000,
+            "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+        ),
+    ] {
+        if srv.storage.get(&def.storage_key(), "", name).is_none() {
+            let pc = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value, "description": description,
+                "preemptionPolicy": "PreemptLowerPriority"});
+            let _ = srv.create_object(&def, "", pc, "kube-apiserver", false);
+        }
+    }
+}
+
 /// Stores `obj` (in its storage form) unless an object of its name exists, with the
 /// metadata the server sets on create.
 pub(crate) fn system_put(srv: &ApiServer, key: &str, ns: &str, mut obj: Value) {

@@ -12,6 +12,7 @@
 //! internal writes that do not go through its HTTP handlers.
 
 pub(crate) mod call;
+pub(crate) mod pods;
 pub(crate) mod policy;
 pub(crate) mod webhook;
 

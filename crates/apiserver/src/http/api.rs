@@ -147,6 +147,7 @@ impl ApiServer {
             }
             crate::controllers::bootstrap::ensure_policy(&s);
             crate::controllers::bootstrap::ensure_service_network(&s);
+            crate::controllers::bootstrap::ensure_priority_classes(&s);
             crate::controllers::service_ips(&s);
         }
         s
@@ -1058,6 +1059,10 @@ impl ApiServer {
             }
             c.changed()
         });
+        // Built-in admission of a client's pod (after the writer's fields are taken).
+        if adm.is_some() && def.group.is_empty() && def.plural == "pods" {
+            admission::pods::admit(self, def, ns, given.as_deref().unwrap_or(""), &mut obj).await?;
+        }
         strategy.prepare_for_create(def, &mut obj);
         // A Service's cluster IP and node ports (before validation, as kube-apiserver's
         // BeginCreate), held for this write until it is stored or fails.

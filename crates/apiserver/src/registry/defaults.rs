@@ -211,6 +211,20 @@ pub fn pod_spec(spec: &mut Value) {
     set_default(spec, "/dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "/securityContext", json!({}));
     set_default(spec, "/schedulerName", json!("default-scheduler"));
+    // The v1 conversion: `serviceAccountName` from the deprecated `serviceAccount` when
+    // unset, and `serviceAccount` always written back from it.
+    let account = |spec: &Value, k: &str| {
+        spec.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    if let Some(name) =
+        account(spec, "serviceAccountName").or_else(|| account(spec, "serviceAccount"))
+    {
+        spec["serviceAccountName"] = json!(name);
+        spec["serviceAccount"] = json!(name);
+    }
     let host_network = spec.get("hostNetwork") == Some(&json!(true));
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         for c in spec

@@ -2668,3 +2668,105 @@ pub fn spec_validation() -> Scenario {
         ],
     }
 }
+
+/// The token volume's generated name, and the source an OpenShift-built kube-apiserver
+/// adds to it (`openshift-service-ca.crt`; the recording server is such a build),
+/// normalised.
+fn token_volume(r: &mut Value) {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::String(s) if s.starts_with("kube-api-access-") => {
+                *s = "kube-api-access-<suffix>".into();
+            }
+            Value::Array(a) => {
+                a.retain(|x| {
+                    x.pointer("/configMap/name") != Some(&json!("openshift-service-ca.crt"))
+                });
+                a.iter_mut().for_each(walk);
+            }
+            Value::Object(m) => m.values_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(r);
+}
+
+/// kube-apiserver's built-in admission of new pods: the ServiceAccount plugin (the
+/// account must exist; its token mounted as a projected volume in every container
+/// without a mount at the token path, unless the pod or the account turns automounting
+/// off) and the Priority plugin (priority and preemption policy from the PriorityClass;
+/// a stated priority must match; an unknown class refused). Dry runs.
+pub fn pod_admission() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/pods?dryRun=All";
+    let pod = |name: &str, extra: Value| {
+        let mut spec = json!({
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [
+                {"name": "app", "image": "nginx"},
+                {"name": "own-mount", "image": "nginx", "volumeMounts": [{"name": "mine", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]},
+            ],
+            "volumes": [{"name": "mine", "emptyDir": {}}],
+        });
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+    };
+    Scenario {
+        name: "pod_admission",
+        steps: vec![
+            post("token-mounted", p, pod("a", json!({}))).transform(token_volume),
+            post(
+                "pod-opts-out",
+                p,
+                pod("b", json!({"automountServiceAccountToken": false})),
+            ),
+            post(
+                "missing-account",
+                p,
+                pod("c", json!({"serviceAccountName": "nobody"})),
+            ),
+            post(
+                "quiet-account",
+                "/api/v1/namespaces/{ns}/serviceaccounts",
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "quiet"}, "automountServiceAccountToken": false}),
+            ),
+            post(
+                "account-opts-out",
+                p,
+                pod("d", json!({"serviceAccountName": "quiet"})),
+            ),
+            post(
+                "pod-opts-back-in",
+                p,
+                pod(
+                    "e",
+                    json!({"serviceAccountName": "quiet", "automountServiceAccountToken": true}),
+                ),
+            )
+            .transform(token_volume),
+            post("stated-priority", p, pod("f", json!({"priority": 5}))),
+            post(
+                "priority-class",
+                p,
+                pod("g", json!({"priorityClassName": "system-cluster-critical"})),
+            )
+            .transform(token_volume),
+            post(
+                "unknown-priority-class",
+                p,
+                pod("h", json!({"priorityClassName": "nope"})),
+            ),
+            post(
+                "stated-preemption-policy",
+                p,
+                pod(
+                    "i",
+                    json!({"priorityClassName": "system-node-critical", "preemptionPolicy": "Never"}),
+                ),
+            ),
+        ],
+    }
+}

@@ -1,0 +1,215 @@
+//! kube-apiserver's built-in admission plugins for pods created by clients:
+//! `ServiceAccount` (the pod's service account must exist, waiting a little for the
+//! `default` one that a new namespace gets from its controller; its API token mounted
+//! as the projected `kube-api-access-<suffix>` volume in every container) and `Priority`
+//! (the priority and preemption policy come from the pod's PriorityClass, or a global
+//! default one; a priority the pod states itself must be the computed one).
+//!
+//! They run after the writer's managedFields are taken, as kube-apiserver's mutating
+//! admission does: what they add is not the writer's. (The embedded server runs them
+//! after the mutating webhooks, where kube-apiserver runs them before.)
+
+use crate::error::ApiError;
+use crate::http::api::ApiServer;
+use crate::registry::ResourceDef;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// Both plugins, in kube-apiserver's order, on a pod about to be created.
+pub(crate) async fn admit(
+    srv: &ApiServer,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
+    service_account(srv, def, ns, name, pod).await?;
+    priority(srv, def, name, pod)
+}
+
+fn forbidden(def: &ResourceDef, name: &str, why: &str) -> ApiError {
+    ApiError::forbidden(
+        def,
+        name,
+        format!(
+            "{} {} is forbidden: {why}",
+            def.group_resource(),
+            crate::error::go_quote(name)
+        ),
+    )
+}
+
+/// The `ServiceAccount` plugin.
+async fn service_account(
+    srv: &ApiServer,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
+    let sa_name = pod
+        .pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_string();
+    pod["spec"]["serviceAccountName"] = json!(sa_name);
+    // The default account is created by a controller when the namespace is: it is
+    // looked up ten times, 100-200 ms apart, as kube-apiserver does.
+    let attempts = if sa_name == "default" { 10 } else { 1 };
+    let mut sa = None;
+    for i in 0..attempts {
+        if i > 0 {
+            let wait = 100 + rand::random::<u64>() % 100;
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
+        sa = srv.storage.get("/serviceaccounts", ns, &sa_name);
+        if sa.is_some() {
+            break;
+        }
+    }
+    let Some(sa) = sa else {
+        return Err(forbidden(
+            def,
+            name,
+            &format!(
+                "error looking up service account {ns}/{sa_name}: serviceaccount {} not found",
+                crate::error::go_quote(&sa_name)
+            ),
+        ));
+    };
+    let off = |v: Option<&Value>| v == Some(&json!(false));
+    let automount = match pod.pointer("/spec/automountServiceAccountToken") {
+        Some(Value::Bool(b)) => *b,
+        _ => !off(sa.get("automountServiceAccountToken")),
+    };
+    if automount {
+        mount_token(pod);
+    }
+    Ok(())
+}
+
+/// The projected token volume, mounted read-only in every container that has nothing
+/// mounted at the token path.
+fn mount_token(pod: &mut Value) {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let suffix: String = (0..5)
+        .map(|_| char::from(ALPHABET[rand::random::<u32>() as usize % ALPHABET.len()]))
+        .collect();
+    let volume = format!("kube-api-access-{suffix}");
+    let mount = json!({"name": volume, "readOnly": true, "mountPath": TOKEN_PATH});
+    let mut mounted = false;
+    for key in ["initContainers", "containers"] {
+        let Some(list) = pod
+            .pointer_mut(&format!("/spec/{key}"))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for c in list.iter_mut() {
+            let has = c
+                .get("volumeMounts")
+                .and_then(Value::as_array)
+                .is_some_and(|ms| {
+                    ms.iter()
+                        .any(|m| m.get("mountPath") == Some(&json!(TOKEN_PATH)))
+                });
+            if has {
+                continue;
+            }
+            match c.get_mut("volumeMounts").and_then(Value::as_array_mut) {
+                Some(ms) => ms.push(mount.clone()),
+                None => c["volumeMounts"] = json!([mount.clone()]),
+            }
+            mounted = true;
+        }
+    }
+    if !mounted {
+        return;
+    }
+    let v = json!({"name": volume, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+    ]}});
+    match pod
+        .pointer_mut("/spec/volumes")
+        .and_then(Value::as_array_mut)
+    {
+        Some(vs) => vs.push(v),
+        None => pod["spec"]["volumes"] = json!([v]),
+    }
+}
+
+/// The `Priority` plugin.
+fn priority(
+    srv: &ApiServer,
+    def: &ResourceDef,
+    name: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
+    let class_name = pod
+        .pointer("/spec/priorityClassName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let classes = "scheduling.k8s.io/priorityclasses";
+    let class = if class_name.is_empty() {
+        srv.storage
+            .list(classes, None)
+            .0
+            .into_iter()
+            .find(|c| c.get("globalDefault") == Some(&json!(true)))
+    } else {
+        match srv.storage.get(classes, "", &class_name) {
+            Some(c) => Some(c),
+            None => {
+                return Err(forbidden(
+                    def,
+                    name,
+                    &format!("no PriorityClass with name {class_name} was found"),
+                ));
+            }
+        }
+    };
+    let value = class
+        .as_ref()
+        .and_then(|c| c.get("value"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let policy = class
+        .as_ref()
+        .and_then(|c| c.get("preemptionPolicy"))
+        .and_then(Value::as_str)
+        .unwrap_or("PreemptLowerPriority")
+        .to_string();
+    if let Some(given) = pod.pointer("/spec/priority").and_then(Value::as_i64)
+        && given != value
+    {
+        return Err(forbidden(
+            def,
+            name,
+            &format!(
+                "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
+            ),
+        ));
+    }
+    if let Some(given) = pod
+        .pointer("/spec/preemptionPolicy")
+        .and_then(Value::as_str)
+        && given != policy
+    {
+        return Err(forbidden(
+            def,
+            name,
+            &format!(
+                "the string value of PreemptionPolicy ({given}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+            ),
+        ));
+    }
+    pod["spec"]["priority"] = json!(value);
+    pod["spec"]["preemptionPolicy"] = json!(policy);
+    Ok(())
+}
