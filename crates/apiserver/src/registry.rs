@@ -4,6 +4,7 @@
 //! constants and scope markers); the list of types is the only input. Custom resources are
 //! added and removed at run time as CRDs become Established or are deleted.
 
+pub(crate) mod cron;
 pub(crate) mod defaults;
 pub(crate) mod events;
 pub(crate) mod fields;

@@ -76,6 +76,7 @@ scenarios!(
     service_allocation,
     spec_validation,
     pod_admission,
+    spec_validation_more,
     leases_and_events,
     pagination,
 );

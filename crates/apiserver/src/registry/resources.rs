@@ -99,6 +99,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
         }
     }
     crate::registry::validation::validate(def, obj, &mut causes);
+    crate::registry::validation::validate_more(def, obj, &mut causes);
     causes
 }
 

@@ -668,6 +668,386 @@ fn port_name_errors(name: &str) -> Vec<&'static str> {
     errs
 }
 
+/// The second set of kinds: CronJobs, claims and volumes, ingress paths, network
+/// policies, storage classes, RBAC subjects and rules, workload policies, limit ranges,
+/// quotas, priority classes, endpoint slices, webhook names and config keys' length.
+pub(crate) fn validate_more(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) {
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("batch", "CronJob") => cron_job(spec, causes),
+        ("batch", "Job") => {
+            if let Some(m) =
+                str_at(spec, "completionMode").filter(|m| !["NonIndexed", "Indexed"].contains(m))
+            {
+                causes.push(not_supported(
+                    "spec.completionMode",
+                    m,
+                    &["NonIndexed", "Indexed"],
+                ));
+            }
+        }
+        ("", "PersistentVolumeClaim") => {
+            claim_modes(spec, causes);
+            if spec.pointer("/resources/requests/storage").is_none() {
+                causes.push(required("spec.resources[storage]"));
+            }
+        }
+        ("", "PersistentVolume") => {
+            if spec
+                .get("capacity")
+                .and_then(Value::as_object)
+                .is_none_or(|m| m.is_empty())
+            {
+                causes.push(required("spec.capacity"));
+                causes.push(StatusCause {
+                    reason: "FieldValueNotSupported".into(),
+                    message: "Unsupported value: null: supported values: \"storage\"".into(),
+                    field: "spec.capacity".into(),
+                });
+            }
+            const NOT_SOURCES: &[&str] = &[
+                "accessModes",
+                "capacity",
+                "claimRef",
+                "mountOptions",
+                "nodeAffinity",
+                "persistentVolumeReclaimPolicy",
+                "storageClassName",
+                "volumeMode",
+                "volumeAttributesClassName",
+            ];
+            let has_source = spec
+                .as_object()
+                .is_some_and(|m| m.keys().any(|k| !NOT_SOURCES.contains(&k.as_str())));
+            if !has_source {
+                causes.push(required_why("spec", "must specify a volume type"));
+            }
+        }
+        ("networking.k8s.io", "Ingress") => ingress_paths(spec, causes),
+        ("networking.k8s.io", "NetworkPolicy") => network_policy(spec, causes),
+        ("storage.k8s.io", "StorageClass") => {
+            if str_at(obj, "provisioner").is_none_or(str::is_empty) {
+                causes.push(required("provisioner"));
+            }
+            const MODES: &[&str] = &["Immediate", "WaitForFirstConsumer"];
+            if let Some(m) = str_at(obj, "volumeBindingMode").filter(|m| !MODES.contains(m)) {
+                causes.push(not_supported("volumeBindingMode", m, MODES));
+            }
+        }
+        ("rbac.authorization.k8s.io", kind @ ("Role" | "ClusterRole")) => {
+            for (i, r) in items(obj, "rules").iter().enumerate() {
+                let urls = items(r, "nonResourceURLs");
+                if kind == "Role" && !urls.is_empty() {
+                    causes.push(invalid(
+                        &format!("rules[{i}].nonResourceURLs"),
+                        &go_json_text(&Value::Array(urls.to_vec())),
+                        "namespaced rules cannot apply to non-resource URLs",
+                    ));
+                }
+                if !items(r, "resources").is_empty() && items(r, "apiGroups").is_empty() {
+                    causes.push(required_why(
+                        &format!("rules[{i}].apiGroups"),
+                        "resource rules must supply at least one api group",
+                    ));
+                }
+            }
+        }
+        ("rbac.authorization.k8s.io", kind @ ("RoleBinding" | "ClusterRoleBinding")) => {
+            let kinds: &[&str] = if kind == "RoleBinding" {
+                &["Role", "ClusterRole"]
+            } else {
+                &["ClusterRole"]
+            };
+            if let Some(k) = obj
+                .pointer("/roleRef/kind")
+                .and_then(Value::as_str)
+                .filter(|k| !kinds.contains(k))
+            {
+                causes.push(not_supported("roleRef.kind", k, kinds));
+            }
+            for (i, s) in items(obj, "subjects").iter().enumerate() {
+                match str_at(s, "kind").unwrap_or("") {
+                    "ServiceAccount" => {
+                        if kind == "ClusterRoleBinding"
+                            && str_at(s, "namespace").is_none_or(str::is_empty)
+                        {
+                            causes.push(required(&format!("subjects[{i}].namespace")));
+                        }
+                    }
+                    "User" | "Group" => {}
+                    other => causes.push(not_supported(
+                        &format!("subjects[{i}].kind"),
+                        other,
+                        &["ServiceAccount", "User", "Group"],
+                    )),
+                }
+            }
+        }
+        ("apps", "StatefulSet") => {
+            if let Some(p) = str_at(spec, "podManagementPolicy")
+                .filter(|p| !["OrderedReady", "Parallel"].contains(p))
+            {
+                causes.push(invalid(
+                    "spec.podManagementPolicy",
+                    &go_quote(p),
+                    "must be 'OrderedReady' or 'Parallel'",
+                ));
+            }
+        }
+        ("apps", "DaemonSet") => {
+            if let Some(s) = spec.get("updateStrategy")
+                && let Some(t) =
+                    str_at(s, "type").filter(|t| !["RollingUpdate", "OnDelete"].contains(t))
+            {
+                let rolling = s
+                    .get("rollingUpdate")
+                    .filter(|r| !r.is_null())
+                    .map_or_else(|| "null".into(), go_json_text);
+                causes.push(StatusCause {
+                    reason: "FieldValueNotSupported".into(),
+                    message: format!(
+                        "Unsupported value: {{\"Type\":{},\"RollingUpdate\":{rolling}}}: supported values: \"RollingUpdate\", \"OnDelete\"",
+                        go_json_text(&Value::String(t.into()))
+                    ),
+                    field: "spec.updateStrategy".into(),
+                });
+            }
+        }
+        ("", "LimitRange") => {
+            for (i, l) in items(spec, "limits").iter().enumerate() {
+                if str_at(l, "type") == Some("Pod") {
+                    for key in ["default", "defaultRequest"] {
+                        if l.get(key)
+                            .and_then(Value::as_object)
+                            .is_some_and(|m| !m.is_empty())
+                        {
+                            causes.push(forbidden(
+                                &format!("spec.limits[{i}].{key}"),
+                                "may not be specified when `type` is 'Pod'",
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        ("", "ResourceQuota") => {
+            for (k, v) in spec
+                .get("hard")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                if text.starts_with('-') {
+                    causes.push(invalid(
+                        &format!("spec.hard[{k}]"),
+                        &go_quote(&text),
+                        NON_NEGATIVE,
+                    ));
+                }
+            }
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            let name = crate::registry::meta::meta_str(obj, "name").unwrap_or("");
+            const SYSTEM: &[&str] = &["system-node-critical", "system-cluster-critical"];
+            if name.starts_with("system-") && !SYSTEM.contains(&name) {
+                causes.push(forbidden(
+                    "metadata.name",
+                    &format!("priority class names with 'system-' prefix are reserved for system use only. error: {name} is not a known system priority class"),
+                ));
+            } else if !SYSTEM.contains(&name)
+                && int_at(obj, "value").is_some_and(|v| v > 1_000_000_000)
+            {
+                causes.push(forbidden(
+                    "value",
+                    "maximum allowed value of a user defined priority is 1000000000",
+                ));
+            }
+        }
+        ("discovery.k8s.io", "EndpointSlice") => {
+            const TYPES: &[&str] = &["FQDN", "IPv4", "IPv6"];
+            if let Some(t) = str_at(obj, "addressType").filter(|t| !TYPES.contains(t)) {
+                causes.push(not_supported("addressType", t, TYPES));
+            }
+        }
+        ("", "ConfigMap" | "Secret") => {
+            for f in ["data", "binaryData"] {
+                for k in obj
+                    .get(f)
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k)
+                {
+                    if k.len() > 253 {
+                        causes.push(invalid(
+                            &format!("{f}[{k}]"),
+                            &go_quote(k),
+                            "must be no more than 253 characters",
+                        ));
+                    }
+                }
+            }
+        }
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+        ) => {
+            for (i, w) in items(obj, "webhooks").iter().enumerate() {
+                let name = str_at(w, "name").unwrap_or("");
+                let field = format!("webhooks[{i}].name");
+                if name.is_empty() {
+                    causes.push(required(&field));
+                } else if !is_dns_subdomain(name) {
+                    causes.push(invalid(&field, &go_quote(name), DNS_SUBDOMAIN_MSG));
+                } else if name.split('.').count() < 3 {
+                    causes.push(invalid(
+                        &field,
+                        &go_quote(name),
+                        "should be a domain with at least three segments separated by dots",
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A claim's access modes: at least one, each known.
+fn claim_modes(spec: &Value, causes: &mut Vec<StatusCause>) {
+    const MODES: &[&str] = &[
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOnce",
+        "ReadWriteOncePod",
+    ];
+    let modes = items(spec, "accessModes");
+    if modes.is_empty() {
+        causes.push(required_why(
+            "spec.accessModes",
+            "at least 1 access mode is required",
+        ));
+    }
+    for m in modes.iter().filter_map(Value::as_str) {
+        if !MODES.contains(&m) {
+            causes.push(not_supported("spec.accessModes", m, MODES));
+        }
+    }
+}
+
+/// An Ingress's paths (type required, absolute for Prefix and Exact) and backends (a
+/// service port by name or number, not both).
+fn ingress_paths(spec: &Value, causes: &mut Vec<StatusCause>) {
+    let backend = |b: &Value, field: String, causes: &mut Vec<StatusCause>| {
+        if let Some(port) = b.pointer("/service/port")
+            && port.get("name").is_some_and(|n| n != "")
+            && port.get("number").is_some_and(|n| n != 0)
+        {
+            causes.push(invalid(
+                &field,
+                "\"\"",
+                "cannot set both port name & port number",
+            ));
+        }
+    };
+    if let Some(b) = spec.get("defaultBackend") {
+        backend(b, "spec.defaultBackend".into(), causes);
+    }
+    for (i, rule) in items(spec, "rules").iter().enumerate() {
+        let Some(http) = rule.get("http") else {
+            continue;
+        };
+        for (j, p) in items(http, "paths").iter().enumerate() {
+            let at = format!("spec.rules[{i}].http.paths[{j}]");
+            match str_at(p, "pathType") {
+                None | Some("") => causes.push(required_why(
+                    &format!("{at}.pathType"),
+                    "pathType must be specified",
+                )),
+                Some("Prefix" | "Exact") => {
+                    let path = str_at(p, "path").unwrap_or("");
+                    if !path.starts_with('/') {
+                        causes.push(invalid(
+                            &format!("{at}.path"),
+                            &go_quote(path),
+                            "must be an absolute path",
+                        ));
+                    }
+                }
+                Some(_) => {}
+            }
+            if let Some(b) = p.get("backend") {
+                backend(b, format!("{at}.backend"), causes);
+            }
+        }
+    }
+}
+
+/// A NetworkPolicy's policy types and numbered ports.
+fn network_policy(spec: &Value, causes: &mut Vec<StatusCause>) {
+    for dir in ["ingress", "egress"] {
+        for (i, rule) in items(spec, dir).iter().enumerate() {
+            for (j, p) in items(rule, "ports").iter().enumerate() {
+                if let Some(n) = p.get("port").and_then(Value::as_i64)
+                    && !(1..=65535).contains(&n)
+                {
+                    causes.push(invalid(
+                        &format!("spec.{dir}[{i}].ports[{j}].port"),
+                        &n.to_string(),
+                        "must be between 1 and 65535, inclusive",
+                    ));
+                }
+            }
+        }
+    }
+    for (i, t) in items(spec, "policyTypes").iter().enumerate() {
+        let t = t.as_str().unwrap_or("");
+        if !["Ingress", "Egress"].contains(&t) {
+            causes.push(not_supported(
+                &format!("spec.policyTypes[{i}]"),
+                t,
+                &["Ingress", "Egress"],
+            ));
+        }
+    }
+}
+
+/// A CronJob's schedule, time zone, concurrency policy and history limits.
+fn cron_job(spec: &Value, causes: &mut Vec<StatusCause>) {
+    let schedule = str_at(spec, "schedule").unwrap_or("");
+    if schedule.is_empty() {
+        causes.push(required("spec.schedule"));
+    } else if schedule.contains("TZ") {
+        causes.push(invalid(
+            "spec.schedule",
+            &go_quote(schedule),
+            "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+        ));
+    } else if let Err(why) = crate::registry::cron::parse(schedule) {
+        causes.push(invalid("spec.schedule", &go_quote(schedule), &why));
+    }
+    if let Some(tz) = str_at(spec, "timeZone")
+        && !crate::registry::cron::known_time_zone(tz)
+    {
+        causes.push(invalid(
+            "spec.timeZone",
+            &go_quote(tz),
+            &format!("unknown time zone {tz}"),
+        ));
+    }
+    const POLICIES: &[&str] = &["Allow", "Forbid", "Replace"];
+    if let Some(p) = str_at(spec, "concurrencyPolicy").filter(|p| !POLICIES.contains(p)) {
+        causes.push(not_supported("spec.concurrencyPolicy", p, POLICIES));
+    }
+    for key in [
+        "startingDeadlineSeconds",
+        "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit",
+    ] {
+        non_negative(spec, key, "spec", causes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

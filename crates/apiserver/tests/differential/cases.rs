@@ -2770,3 +2770,225 @@ pub fn pod_admission() -> Scenario {
         ],
     }
 }
+
+/// More spec validation, kind by kind (dry-run creates): CronJob schedules (field count,
+/// ranges, numbers, descriptors, `TZ=`), time zones, concurrency policy and history
+/// limits; Job completion modes; claims' access modes and storage request; volumes'
+/// capacity and source; Ingress path types, absolute paths and backends; NetworkPolicy
+/// ports and policy types; StorageClass provisioner and binding mode; namespace and
+/// account names; RBAC rules' API groups and non-resource URLs, subjects and role
+/// references; StatefulSet and DaemonSet policies; LimitRange defaults; negative quotas;
+/// PriorityClass names and values; EndpointSlice address types; long config keys;
+/// webhook names.
+pub fn spec_validation_more() -> Scenario {
+    Scenario {
+        name: "spec_validation_more",
+        steps: vec![
+            post(
+                "cron-fields",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "not a schedule", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-range",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-word",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "x * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-tz",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "TZ=UTC 0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-descriptor",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "@hourly", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-bad-descriptor",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "@sometimes", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-timezone-bad",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}, "timeZone": "Mars/Olympus"}}),
+            ),
+            post(
+                "cron-step",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "*/15 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-dow-name",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "0 0 * * MON-FRI", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}}),
+            ),
+            post(
+                "cron-concurrency",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}, "concurrencyPolicy": "Sometimes"}}),
+            ),
+            post(
+                "cron-history-neg",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}, "successfulJobsHistoryLimit": -1}}),
+            ),
+            post(
+                "pvc-no-access",
+                "/api/v1/namespaces/{ns}/persistentvolumeclaims?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "p"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}}),
+            ),
+            post(
+                "pvc-no-storage",
+                "/api/v1/namespaces/{ns}/persistentvolumeclaims?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "p"}, "spec": {"accessModes": ["ReadWriteOnce"]}}),
+            ),
+            post(
+                "pvc-bad-mode",
+                "/api/v1/namespaces/{ns}/persistentvolumeclaims?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "p"}, "spec": {"accessModes": ["ReadWriteSometimes"], "resources": {"requests": {"storage": "1Gi"}}}}),
+            ),
+            post(
+                "ingress-path-type",
+                "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses?dryRun=All",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i"}, "spec": {"rules": [{"http": {"paths": [{"path": "/", "backend": {"service": {"name": "s", "port": {"number": 80}}}}]}}]}}),
+            ),
+            post(
+                "ingress-path-relative",
+                "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses?dryRun=All",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i"}, "spec": {"rules": [{"http": {"paths": [{"path": "x", "pathType": "Prefix", "backend": {"service": {"name": "s", "port": {"number": 80}}}}]}}]}}),
+            ),
+            post(
+                "ingress-backend-both",
+                "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses?dryRun=All",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i"}, "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80, "name": "http"}}}}}),
+            ),
+            post(
+                "netpol-bad-port",
+                "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies?dryRun=All",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "n"}, "spec": {"podSelector": {}, "ingress": [{"ports": [{"port": 70000}]}]}}),
+            ),
+            post(
+                "netpol-bad-type",
+                "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies?dryRun=All",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "n"}, "spec": {"podSelector": {}, "policyTypes": ["Sideways"]}}),
+            ),
+            post(
+                "sc-bad-binding",
+                "/apis/storage.k8s.io/v1/storageclasses?dryRun=All",
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "s"}, "provisioner": "x", "volumeBindingMode": "Later"}),
+            ),
+            post(
+                "sc-no-provisioner",
+                "/apis/storage.k8s.io/v1/storageclasses?dryRun=All",
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "s"}}),
+            ),
+            post(
+                "pv-no-capacity",
+                "/api/v1/persistentvolumes?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {"accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/x"}}}),
+            ),
+            post(
+                "pv-no-source",
+                "/api/v1/persistentvolumes?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}}),
+            ),
+            post(
+                "ns-bad-name",
+                "/api/v1/namespaces?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Bad_Name"}}),
+            ),
+            post(
+                "sa-bad-name",
+                "/api/v1/namespaces/{ns}/serviceaccounts?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "Bad_Name"}}),
+            ),
+            post(
+                "role-no-apigroups",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles?dryRun=All",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}, "rules": [{"resources": ["pods"], "verbs": ["get"]}]}),
+            ),
+            post(
+                "role-nonresource-in-role",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles?dryRun=All",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}, "rules": [{"nonResourceURLs": ["/x"], "verbs": ["get"]}]}),
+            ),
+            post(
+                "rb-bad-subject-kind",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings?dryRun=All",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "r"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"}, "subjects": [{"kind": "Robot", "name": "x"}]}),
+            ),
+            post(
+                "rb-sa-no-ns",
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings?dryRun=All",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "r"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "x"}, "subjects": [{"kind": "ServiceAccount", "name": "x"}]}),
+            ),
+            post(
+                "rb-roleref-kind",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings?dryRun=All",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "r"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Thing", "name": "x"}}),
+            ),
+            post(
+                "sts-pvc-template-bad",
+                "/apis/apps/v1/namespaces/{ns}/statefulsets?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "podManagementPolicy": "Random"}}),
+            ),
+            post(
+                "ds-strategy-bad",
+                "/apis/apps/v1/namespaces/{ns}/daemonsets?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "updateStrategy": {"type": "Sometimes"}}}),
+            ),
+            post(
+                "job-completion-mode",
+                "/apis/batch/v1/namespaces/{ns}/jobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"completionMode": "Whenever", "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            post(
+                "lease-neg",
+                "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases?dryRun=All",
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}}),
+            ),
+            post(
+                "limitrange-bad",
+                "/api/v1/namespaces/{ns}/limitranges?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"}, "spec": {"limits": [{"type": "Pod", "default": {"cpu": "1"}}]}}),
+            ),
+            post(
+                "quota-bad",
+                "/api/v1/namespaces/{ns}/resourcequotas?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"}, "spec": {"hard": {"pods": "-1"}}}),
+            ),
+            post(
+                "pc-bad",
+                "/apis/scheduling.k8s.io/v1/priorityclasses?dryRun=All",
+                json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "system-x"}, "value": 5}),
+            ),
+            post(
+                "pc-too-high",
+                "/apis/scheduling.k8s.io/v1/priorityclasses?dryRun=All",
+                json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 2000000001}),
+            ),
+            post(
+                "endpointslice-bad",
+                "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?dryRun=All",
+                json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "e"}, "addressType": "IPv7", "endpoints": []}),
+            ),
+            post(
+                "cm-big-key",
+                "/api/v1/namespaces/{ns}/configmaps?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa": "x"}}),
+            ),
+            post(
+                "vwc-bad",
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations?dryRun=All",
+                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "v"}, "webhooks": [{"name": "noDots", "clientConfig": {"url": "https://x"}, "admissionReviewVersions": ["v1"], "sideEffects": "None"}]}),
+            ),
+        ],
+    }
+}
