@@ -77,6 +77,7 @@ scenarios!(
     spec_validation,
     pod_admission,
     spec_validation_more,
+    status_validation,
     leases_and_events,
     pagination,
 );

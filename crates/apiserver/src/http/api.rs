@@ -1593,7 +1593,7 @@ impl ApiServer {
                 c.extend(crate::registry::resources::validate(def, &next));
                 c
             } else {
-                crate::registry::resources::validate_status(def, &next)
+                crate::registry::resources::validate_status(def, cur, &next)
             };
             if !causes.is_empty() {
                 return Err(ApiError::invalid(

@@ -139,8 +139,12 @@ pub fn apply_scale(
             )
         })?;
     if replicas < 0 {
+        // The Scale object is what is invalid.
+        let mut scale = (*t.def).clone();
+        scale.kind = "Scale".into();
+        scale.group = "autoscaling".into();
         return Err(ApiError::invalid_field(
-            &t.def,
+            &scale,
             name,
             "spec.replicas",
             "FieldValueInvalid",

@@ -240,9 +240,11 @@ fn config_keys(obj: &Value, fields: &[&str], causes: &mut Vec<StatusCause>) {
     }
 }
 
-/// The field errors of a write to `/status` (the kinds' `ValidateStatusUpdate`).
-pub(crate) fn validate_status(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
+/// The field errors of a write to `/status` (the kinds' `ValidateStatusUpdate`) that
+/// makes `obj` of `old`.
+pub(crate) fn validate_status(def: &ResourceDef, old: &Value, obj: &Value) -> Vec<StatusCause> {
     let mut causes = Vec::new();
+    crate::registry::validation::validate_status(def, old, obj, &mut causes);
     if def.group.is_empty() && def.kind == "Service" {
         // ValidateLoadBalancerStatus: ingress points only for a LoadBalancer.
         let ingress = obj

@@ -1048,6 +1048,152 @@ fn cron_job(spec: &Value, causes: &mut Vec<StatusCause>) {
     }
 }
 
+/// Status writes (`Validate*StatusUpdate`): non-negative counts, counts within
+/// `status.replicas`, and a Job's counters and ready pods.
+pub(crate) fn validate_status(
+    def: &ResourceDef,
+    old: &Value,
+    obj: &Value,
+    causes: &mut Vec<StatusCause>,
+) {
+    let status = obj.get("status").unwrap_or(&Value::Null);
+    let n = |k: &str| int_at(status, k).unwrap_or(0);
+    let nonneg = |keys: &[&str], causes: &mut Vec<StatusCause>| {
+        for k in keys {
+            non_negative(status, k, "status", causes);
+        }
+    };
+    // `cannot be greater than status.replicas`, then available within ready.
+    let within = |keys: &[&str], ready_msg: &str, causes: &mut Vec<StatusCause>| {
+        for k in keys {
+            if n(k) > n("replicas") {
+                causes.push(invalid(
+                    &format!("status.{k}"),
+                    &n(k).to_string(),
+                    "cannot be greater than status.replicas",
+                ));
+            }
+        }
+        if n("availableReplicas") > n("readyReplicas") {
+            causes.push(invalid(
+                "status.availableReplicas",
+                &n("availableReplicas").to_string(),
+                ready_msg,
+            ));
+        }
+    };
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("apps", "Deployment") => {
+            nonneg(
+                &[
+                    "observedGeneration",
+                    "replicas",
+                    "updatedReplicas",
+                    "readyReplicas",
+                    "availableReplicas",
+                    "unavailableReplicas",
+                    "terminatingReplicas",
+                    "collisionCount",
+                ],
+                causes,
+            );
+            within(
+                &["updatedReplicas", "readyReplicas", "availableReplicas"],
+                "cannot be greater than readyReplicas",
+                causes,
+            );
+        }
+        ("apps", "ReplicaSet") | ("", "ReplicationController") => {
+            nonneg(
+                &[
+                    "replicas",
+                    "fullyLabeledReplicas",
+                    "readyReplicas",
+                    "availableReplicas",
+                    "observedGeneration",
+                    "terminatingReplicas",
+                ],
+                causes,
+            );
+            within(
+                &["fullyLabeledReplicas", "readyReplicas", "availableReplicas"],
+                "cannot be greater than readyReplicas",
+                causes,
+            );
+        }
+        ("apps", "StatefulSet") => {
+            nonneg(
+                &[
+                    "replicas",
+                    "readyReplicas",
+                    "currentReplicas",
+                    "updatedReplicas",
+                    "availableReplicas",
+                    "observedGeneration",
+                    "collisionCount",
+                ],
+                causes,
+            );
+            within(
+                &[
+                    "readyReplicas",
+                    "currentReplicas",
+                    "updatedReplicas",
+                    "availableReplicas",
+                ],
+                "cannot be greater than status.readyReplicas",
+                causes,
+            );
+        }
+        ("apps", "DaemonSet") => {
+            nonneg(
+                &[
+                    "currentNumberScheduled",
+                    "numberMisscheduled",
+                    "desiredNumberScheduled",
+                    "numberReady",
+                    "observedGeneration",
+                    "updatedNumberScheduled",
+                    "numberAvailable",
+                    "numberUnavailable",
+                    "collisionCount",
+                ],
+                causes,
+            );
+        }
+        ("batch", "Job") => {
+            nonneg(
+                &["active", "succeeded", "failed", "ready", "terminating"],
+                causes,
+            );
+            if let Some(ready) = int_at(status, "ready")
+                && ready > n("active")
+            {
+                causes.push(invalid(
+                    "status.ready",
+                    &ready.to_string(),
+                    "cannot set more ready pods than active",
+                ));
+            }
+            let was = |k: &str| {
+                old.pointer(&format!("/status/{k}"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            };
+            for (k, what) in [("failed", "failed"), ("succeeded", "succeeded")] {
+                if n(k) < was(k) {
+                    causes.push(invalid(
+                        &format!("status.{k}"),
+                        &n(k).to_string(),
+                        &format!("cannot decrease the {what} counter"),
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2992,3 +2992,87 @@ pub fn spec_validation_more() -> Scenario {
         ],
     }
 }
+
+/// Status and scale writes kube-apiserver validates: negative counts in a workload's,
+/// a Job's and an HPA's status, a scale to a negative count, a pod phase it does not
+/// know, a ReplicaSet's ready count above its replicas.
+pub fn status_validation() -> Scenario {
+    let dep = "/apis/apps/v1/namespaces/{ns}/deployments";
+    let rs = "/apis/apps/v1/namespaces/{ns}/replicasets";
+    let job = "/apis/batch/v1/namespaces/{ns}/jobs";
+    let pods = "/api/v1/namespaces/{ns}/pods";
+    let template = json!({"metadata": {"labels": {"app": "sv"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    Scenario {
+        name: "status_validation",
+        steps: vec![
+            post(
+                "create-deployment",
+                dep,
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sv"},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "sv"}}, "template": template}}),
+            ),
+            patch(
+                "deployment-negative-replicas",
+                &format!("{dep}/sv/status"),
+                MERGE,
+                json!({"status": {"replicas": -1}}),
+            ),
+            patch(
+                "deployment-negative-available",
+                &format!("{dep}/sv/status"),
+                MERGE,
+                json!({"status": {"availableReplicas": -2, "observedGeneration": -1}}),
+            ),
+            patch(
+                "scale-negative",
+                &format!("{dep}/sv/scale"),
+                MERGE,
+                json!({"spec": {"replicas": -3}}),
+            ),
+            post(
+                "create-replicaset",
+                rs,
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "sv"},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "sv"}}, "template": template}}),
+            ),
+            patch(
+                "replicaset-ready-above-replicas",
+                &format!("{rs}/sv/status"),
+                MERGE,
+                json!({"status": {"replicas": 1, "readyReplicas": 2}}),
+            ),
+            patch(
+                "replicaset-negative",
+                &format!("{rs}/sv/status"),
+                MERGE,
+                json!({"status": {"replicas": -1}}),
+            ),
+            post(
+                "create-job",
+                job,
+                json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sv"},
+                    "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}),
+            ),
+            patch(
+                "job-negative-counts",
+                &format!("{job}/sv/status"),
+                MERGE,
+                json!({"status": {"active": -1, "succeeded": -2, "ready": 0}}),
+            ),
+            post(
+                "create-pod",
+                pods,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sv"},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+            )
+            .transform(token_volume),
+            patch(
+                "pod-unknown-phase",
+                &format!("{pods}/sv/status"),
+                MERGE,
+                json!({"status": {"phase": "Dancing"}}),
+            )
+            .transform(token_volume),
+        ],
+    }
+}
