@@ -52,6 +52,39 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     crate::controllers::bootstrap::aggregate_cluster_roles(srv);
     disruption::reconcile(srv);
     service_ips(srv);
+    quotas(srv);
+}
+
+/// ResourceQuotas' `status` (hard and used), as kube-controller-manager's quota
+/// controller keeps it.
+fn quotas(srv: &ApiServer) {
+    for q in srv.storage.list("/resourcequotas", None).0 {
+        let status = crate::registry::quota::status(&srv.storage, &q);
+        if q.get("status").unwrap_or(&Value::Null) == &status
+            || (status == json!({}) && q.get("status").is_none())
+        {
+            continue;
+        }
+        let ns = meta_str(&q, "namespace").unwrap_or("").to_string();
+        let name = meta_str(&q, "name").unwrap_or("").to_string();
+        let _ = srv.storage.mutate::<crate::storage::StorageError>(
+            "/resourcequotas",
+            &ns,
+            &name,
+            |cur, _| {
+                let Some(cur) = cur else {
+                    return Ok(Mutation::Keep);
+                };
+                let mut next = (**cur).clone();
+                next["status"] = status.clone();
+                Ok(if next == **cur {
+                    Mutation::Keep
+                } else {
+                    Mutation::Put(next)
+                })
+            },
+        );
+    }
 }
 
 fn def_for_key(srv: &ApiServer, key: &str) -> Option<Arc<ResourceDef>> {

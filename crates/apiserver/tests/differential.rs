@@ -78,6 +78,7 @@ scenarios!(
     pod_admission,
     spec_validation_more,
     status_validation,
+    quota_and_limits,
     leases_and_events,
     pagination,
 );

@@ -1144,6 +1144,20 @@ impl ApiServer {
                 adm.attrs.old_object = None;
                 admission::validate(self, adm).await?;
                 adm.attrs.object = None;
+                // The ResourceQuota plugin, last of the validating ones.
+                if let Some(why) =
+                    crate::registry::quota::check_create(&self.storage, def, ns, &obj)
+                {
+                    return Err(ApiError::forbidden(
+                        def,
+                        &name,
+                        format!(
+                            "{} {} is forbidden: {why}",
+                            def.group_resource(),
+                            crate::error::go_quote(&name)
+                        ),
+                    ));
+                }
             }
             if dry_run {
                 if let Some(existing) = self.storage.get(&def.storage_key(), ns, &name) {

@@ -3076,3 +3076,107 @@ pub fn status_validation() -> Scenario {
         ],
     }
 }
+
+/// kube-apiserver's LimitRanger and ResourceQuota admission and the quota controller's
+/// status: a LimitRange's container defaults filled into a new pod (with the
+/// `kubernetes.io/limit-ranger` annotation) and its maximum enforced; a quota's
+/// `status.used` (object counts, node ports, pods' CPU and memory, claims' storage) and
+/// creates past its hard limits refused (a dry run too).
+pub fn quota_and_limits() -> Scenario {
+    let ns = "/api/v1/namespaces/{ns}";
+    let pod = |name: &str, resources: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "nginx", "resources": resources}]}})
+    };
+    let used = |want: &'static str| -> fn(&Value) -> bool {
+        match want {
+            "1" => |r| r.pointer("/body/status/used/limits.memory") == Some(&json!("512Mi")),
+            _ => |r| r.pointer("/body/status/used/count~1deployments.apps") == Some(&json!("1")),
+        }
+    };
+    Scenario {
+        name: "quota_and_limits",
+        steps: vec![
+            post(
+                "limit-range",
+                &format!("{ns}/limitranges"),
+                json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"},
+                    "spec": {"limits": [{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"}, "defaultRequest": {"cpu": "100m"}, "max": {"cpu": "2"}}]}}),
+            ),
+            post(
+                "defaulted",
+                &format!("{ns}/pods?dryRun=All"),
+                pod("a", json!({})),
+            )
+            .transform(token_volume),
+            post(
+                "above-max",
+                &format!("{ns}/pods?dryRun=All"),
+                pod("b", json!({"limits": {"cpu": "3"}})),
+            ),
+            post(
+                "quota",
+                &format!("{ns}/resourcequotas"),
+                json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                    "spec": {"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "count/deployments.apps": "1", "services.nodeports": "1", "requests.storage": "1Gi", "configmaps": "5"}}}),
+            ),
+            post(
+                "pod-within",
+                &format!("{ns}/pods"),
+                pod(
+                    "c",
+                    json!({"requests": {"cpu": "600m"}, "limits": {"cpu": "1", "memory": "512Mi"}}),
+                ),
+            )
+            .transform(token_volume),
+            get("quota-used", &format!("{ns}/resourcequotas/q"))
+                .until(used("1"))
+                .ignore(
+                    "body.metadata.managedFields",
+                    "kube-controller-manager's quota controller and kube-apiserver's quota \
+                     admission each write status.used through the API, as timing has it; \
+                     the embedded server computes it without writers",
+                ),
+            post(
+                "pod-over-dry-run",
+                &format!("{ns}/pods?dryRun=All"),
+                pod(
+                    "d",
+                    json!({"requests": {"cpu": "600m"}, "limits": {"cpu": "1", "memory": "768Mi"}}),
+                ),
+            ),
+            post(
+                "deployment",
+                "/apis/apps/v1/namespaces/{ns}/deployments",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            get("quota-used-again", &format!("{ns}/resourcequotas/q"))
+                .until(used("2"))
+                .ignore(
+                    "body.metadata.managedFields",
+                    "kube-controller-manager's quota controller and kube-apiserver's quota \
+                     admission each write status.used through the API, as timing has it; \
+                     the embedded server computes it without writers",
+                ),
+            post(
+                "second-deployment",
+                "/apis/apps/v1/namespaces/{ns}/deployments",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d2"},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            post(
+                "node-ports-over",
+                &format!("{ns}/services"),
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                    "spec": {"type": "NodePort", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}}),
+            ),
+            post(
+                "storage-over",
+                &format!("{ns}/persistentvolumeclaims"),
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}}),
+            ),
+        ],
+    }
+}

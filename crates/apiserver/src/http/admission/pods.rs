@@ -1,5 +1,7 @@
 //! kube-apiserver's built-in admission plugins for pods created by clients:
-//! `ServiceAccount` (the pod's service account must exist, waiting a little for the
+//! `LimitRanger` (the namespace's LimitRanges' container defaults filled in, with the
+//! `kubernetes.io/limit-ranger` annotation saying what was set; their container minima
+//! and maxima enforced), `ServiceAccount` (the pod's service account must exist, waiting a little for the
 //! `default` one that a new namespace gets from its controller; its API token mounted
 //! as the projected `kube-api-access-<suffix>` volume in every container) and `Priority`
 //! (the priority and preemption policy come from the pod's PriorityClass, or a global
@@ -25,8 +27,177 @@ pub(crate) async fn admit(
     name: &str,
     pod: &mut Value,
 ) -> Result<(), ApiError> {
+    limit_ranger(srv, def, ns, name, pod)?;
     service_account(srv, def, ns, name, pod).await?;
     priority(srv, def, name, pod)
+}
+
+type Resources = serde_json::Map<String, Value>;
+
+/// The `LimitRanger` plugin: defaults, then minima and maxima, of every `Container`
+/// item of the namespace's LimitRanges.
+fn limit_ranger(
+    srv: &ApiServer,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
+    let ranges = srv.storage.list("/limitranges", Some(ns)).0;
+    let items: Vec<&Value> = ranges
+        .iter()
+        .flat_map(|r| {
+            crate::registry::resources::items(r.get("spec").unwrap_or(&Value::Null), "limits")
+        })
+        .filter(|l| l.get("type").and_then(Value::as_str) == Some("Container"))
+        .collect();
+    if items.is_empty() {
+        return Ok(());
+    }
+    // `defaultContainerResourceRequirements`: the last range's value of a resource wins.
+    let mut limits = Resources::new();
+    let mut requests = Resources::new();
+    for l in &items {
+        for (key, into) in [("defaultRequest", &mut requests), ("default", &mut limits)] {
+            if let Some(m) = l.get(key).and_then(Value::as_object) {
+                into.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+    }
+    let mut notes: Vec<String> = Vec::new();
+    for (list, prefix) in [
+        ("containers", "container"),
+        ("initContainers", "init container"),
+    ] {
+        let Some(cs) = pod
+            .pointer_mut(&format!("/spec/{list}"))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for c in cs.iter_mut() {
+            let cname = c
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let mut set = |key: &str, defaults: &Resources| -> Vec<String> {
+                let res = &mut c["resources"];
+                if !res.is_object() {
+                    *res = json!({});
+                }
+                let target = &mut res[key];
+                if !target.is_object() {
+                    *target = json!({});
+                }
+                let mut added = Vec::new();
+                if let Some(m) = target.as_object_mut() {
+                    for (k, v) in defaults {
+                        if !m.contains_key(k) {
+                            m.insert(k.clone(), v.clone());
+                            added.push(k.clone());
+                        }
+                    }
+                }
+                added.sort();
+                added
+            };
+            let set_limits = set("limits", &limits);
+            let set_requests = set("requests", &requests);
+            // Empty lists are dropped again, as Go's omitempty writes them.
+            if let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) {
+                res.retain(|_, v| v.as_object().is_none_or(|m| !m.is_empty()));
+            }
+            if !set_requests.is_empty() {
+                notes.push(format!(
+                    "{} request for {prefix} {cname}",
+                    set_requests.join(", ")
+                ));
+            }
+            if !set_limits.is_empty() {
+                notes.push(format!(
+                    "{} limit for {prefix} {cname}",
+                    set_limits.join(", ")
+                ));
+            }
+        }
+    }
+    if !notes.is_empty() {
+        let meta = crate::registry::meta::meta_mut(pod);
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                "kubernetes.io/limit-ranger".into(),
+                json!(format!("LimitRanger plugin set: {}", notes.join("; "))),
+            );
+        }
+    }
+    // `PodValidateLimitFunc` for containers: minima, then maxima.
+    let mut errs: Vec<String> = Vec::new();
+    for l in &items {
+        for list in ["containers", "initContainers"] {
+            for c in
+                crate::registry::resources::items(pod.get("spec").unwrap_or(&Value::Null), list)
+            {
+                let get = |key: &str, r: &str| -> Option<String> {
+                    c.pointer(&format!(
+                        "/resources/{key}/{}",
+                        r.replace('~', "~0").replace('/', "~1")
+                    ))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                };
+                let q = |s: &str| s.parse::<kubewright_core::quantity::Quantity>().ok();
+                for (r, enforced) in l
+                    .get("min")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    let enforced = enforced.as_str().unwrap_or("");
+                    let e = q(enforced);
+                    match (get("requests", r), get("limits", r)) {
+                        (None, _) => errs.push(format!(
+                            "minimum {r} usage per Container is {enforced}.  No request is specified"
+                        )),
+                        (Some(req), _) if q(&req) < e => errs.push(format!(
+                            "minimum {r} usage per Container is {enforced}, but request is {req}"
+                        )),
+                        (_, Some(lim)) if q(&lim) < e => errs.push(format!(
+                            "minimum {r} usage per Container is {enforced}, but limit is {lim}"
+                        )),
+                        _ => {}
+                    }
+                }
+                for (r, enforced) in l
+                    .get("max")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                {
+                    let enforced = enforced.as_str().unwrap_or("");
+                    let e = q(enforced);
+                    match (get("requests", r), get("limits", r)) {
+                        (_, None) => errs.push(format!(
+                            "maximum {r} usage per Container is {enforced}.  No limit is specified"
+                        )),
+                        (_, Some(lim)) if q(&lim) > e => errs.push(format!(
+                            "maximum {r} usage per Container is {enforced}, but limit is {lim}"
+                        )),
+                        (Some(req), _) if q(&req) > e => errs.push(format!(
+                            "maximum {r} usage per Container is {enforced}, but request is {req}"
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    match errs.len() {
+        0 => Ok(()),
+        1 => Err(forbidden(def, name, &errs[0])),
+        _ => Err(forbidden(def, name, &format!("[{}]", errs.join(", ")))),
+    }
 }
 
 fn forbidden(def: &ResourceDef, name: &str, why: &str) -> ApiError {

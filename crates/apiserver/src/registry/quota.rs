@@ -1,0 +1,330 @@
+//! ResourceQuota usage, as kube-controller-manager's quota controller reports it
+//! (`status.hard`, `status.used`) and kube-apiserver's `ResourceQuota` admission plugin
+//! enforces it on creates ("exceeded quota: ...").
+//!
+//! Counted: object counts (`pods` and `count/pods` for pods not yet finished,
+//! `services`, `services.nodeports`, `services.loadbalancers`, `configmaps`, `secrets`,
+//! `persistentvolumeclaims`, `replicationcontrollers`, `resourcequotas`, and
+//! `count/<resource>[.<group>]` for any kind), the compute resources of unfinished pods
+//! (`requests.cpu`, `cpu`, `requests.memory`, `memory`, `limits.cpu`, `limits.memory`,
+//! `requests.ephemeral-storage`, `limits.ephemeral-storage`) and claims' storage
+//! (`requests.storage`). Scopes and scope selectors are not evaluated: a quota with
+//! them reports and enforces nothing.
+
+use crate::registry::ResourceDef;
+use crate::storage::Storage;
+use kubewright_core::quantity::{Quantity, QuantityFormat};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// A resource's usage: the sum in thousandths and the format of the first addend.
+#[derive(Clone, Copy, Default)]
+struct Amount {
+    milli: i128,
+    format: Option<QuantityFormat>,
+}
+
+impl Amount {
+    fn count(n: i128) -> Self {
+        Self {
+            milli: n * 1000,
+            format: Some(QuantityFormat::DecimalSi),
+        }
+    }
+
+    fn add(&mut self, q: &str) {
+        let Ok(q) = q.parse::<Quantity>() else { return };
+        self.milli += i128::from(q.as_milli().unwrap_or(0));
+        self.format.get_or_insert(q.format());
+    }
+
+    fn plus(self, other: Amount) -> Amount {
+        Amount {
+            milli: self.milli + other.milli,
+            format: self.format.or(other.format),
+        }
+    }
+
+    /// Printed as Go's canonical Quantity: a binary suffix when exact, else decimal.
+    fn text(&self) -> String {
+        if self.format == Some(QuantityFormat::BinarySi) && self.milli % 1000 == 0 {
+            let bytes = self.milli / 1000;
+            if bytes == 0 {
+                return "0".into();
+            }
+            for (shift, suffix) in [
+                (60, "Ei"),
+                (50, "Pi"),
+                (40, "Ti"),
+                (30, "Gi"),
+                (20, "Mi"),
+                (10, "Ki"),
+            ] {
+                let unit = 1i128 << shift;
+                if bytes % unit == 0 {
+                    return format!("{}{suffix}", bytes / unit);
+                }
+            }
+            return bytes.to_string();
+        }
+        format!("{}m", self.milli)
+            .parse::<Quantity>()
+            .map(|q| q.to_string())
+            .unwrap_or_else(|_| format!("{}m", self.milli))
+    }
+}
+
+fn str_of<'v>(v: &'v Value, ptr: &str) -> Option<&'v str> {
+    v.pointer(ptr).and_then(Value::as_str)
+}
+
+fn finished_pod(pod: &Value) -> bool {
+    matches!(str_of(pod, "/status/phase"), Some("Succeeded" | "Failed"))
+}
+
+/// The names an object of `resource` (plural) in `group` counts under.
+fn count_names(resource: &str, group: &str) -> Vec<String> {
+    let mut names = vec![if group.is_empty() {
+        format!("count/{resource}")
+    } else {
+        format!("count/{resource}.{group}")
+    }];
+    if group.is_empty()
+        && matches!(
+            resource,
+            "pods"
+                | "services"
+                | "configmaps"
+                | "secrets"
+                | "persistentvolumeclaims"
+                | "replicationcontrollers"
+                | "resourcequotas"
+        )
+    {
+        names.push(resource.to_string());
+    }
+    names
+}
+
+/// What one object adds to the usage of each resource it counts for.
+fn usage_of(resource: &str, group: &str, obj: &Value) -> BTreeMap<String, Amount> {
+    let mut out = BTreeMap::new();
+    if resource == "pods" && group.is_empty() && finished_pod(obj) {
+        return out;
+    }
+    for name in count_names(resource, group) {
+        out.insert(name, Amount::count(1));
+    }
+    match (group, resource) {
+        ("", "services") => {
+            let ty = str_of(obj, "/spec/type").unwrap_or("ClusterIP");
+            if ty == "LoadBalancer" {
+                out.insert("services.loadbalancers".into(), Amount::count(1));
+            }
+            if matches!(ty, "NodePort" | "LoadBalancer") {
+                let ports = crate::registry::resources::items(
+                    obj.get("spec").unwrap_or(&Value::Null),
+                    "ports",
+                )
+                .iter()
+                .filter(|p| {
+                    p.get("nodePort")
+                        .and_then(Value::as_i64)
+                        .is_some_and(|n| n != 0)
+                })
+                .count();
+                out.insert("services.nodeports".into(), Amount::count(ports as i128));
+            }
+        }
+        ("", "persistentvolumeclaims") => {
+            let mut a = Amount::default();
+            if let Some(s) = str_of(obj, "/spec/resources/requests/storage") {
+                a.add(s);
+            }
+            out.insert("requests.storage".into(), a);
+        }
+        ("", "pods") => {
+            // Containers add up; an init container counts when larger (run one by one).
+            for (key, names) in [
+                (
+                    "requests",
+                    [
+                        "requests.cpu",
+                        "requests.memory",
+                        "requests.ephemeral-storage",
+                    ],
+                ),
+                (
+                    "limits",
+                    ["limits.cpu", "limits.memory", "limits.ephemeral-storage"],
+                ),
+            ] {
+                for (res, name) in ["cpu", "memory", "ephemeral-storage"].iter().zip(names) {
+                    let spec = obj.get("spec").unwrap_or(&Value::Null);
+                    let get = |c: &Value| -> Option<String> {
+                        c.pointer(&format!("/resources/{key}/{res}"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    };
+                    let mut sum = Amount::default();
+                    for c in crate::registry::resources::items(spec, "containers") {
+                        if let Some(v) = get(c) {
+                            sum.add(&v);
+                        }
+                    }
+                    for c in crate::registry::resources::items(spec, "initContainers") {
+                        let mut one = Amount::default();
+                        if let Some(v) = get(c) {
+                            one.add(&v);
+                        }
+                        if one.milli > sum.milli {
+                            sum = one;
+                        }
+                    }
+                    if sum.format.is_some() {
+                        if key == "requests" {
+                            out.insert((*res).to_string(), sum);
+                        }
+                        out.insert(name.to_string(), sum);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn applies(quota: &Value) -> bool {
+    quota
+        .pointer("/spec/scopes")
+        .is_none_or(|s| s.as_array().is_none_or(Vec::is_empty))
+        && quota
+            .pointer("/spec/scopeSelector")
+            .is_none_or(Value::is_null)
+}
+
+/// The usage of every resource in `hard` within namespace `ns`.
+fn used(storage: &Storage, ns: &str, hard: &Map<String, Value>) -> BTreeMap<String, Amount> {
+    let mut totals: BTreeMap<String, Amount> = hard
+        .keys()
+        .map(|k| (k.clone(), Amount::default()))
+        .collect();
+    for key in storage.resources_in_namespace(ns) {
+        let (group, resource) = match key.trim_start_matches('/').split_once('/') {
+            Some((g, r)) => (g.to_string(), r.to_string()),
+            None => (String::new(), key.trim_start_matches('/').to_string()),
+        };
+        for obj in storage.list(&key, Some(ns)).0 {
+            for (name, a) in usage_of(&resource, &group, &obj) {
+                if let Some(t) = totals.get_mut(&name) {
+                    *t = t.plus(a);
+                }
+            }
+        }
+    }
+    totals
+}
+
+/// The status the quota controller writes: `hard` as the spec's, `used` for each.
+pub(crate) fn status(storage: &Storage, quota: &Value) -> Value {
+    let ns = crate::registry::meta::meta_str(quota, "namespace").unwrap_or("");
+    let hard = quota
+        .pointer("/spec/hard")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if hard.is_empty() || !applies(quota) {
+        return json!({});
+    }
+    let used: Map<String, Value> = used(storage, ns, &hard)
+        .into_iter()
+        .map(|(k, a)| (k, json!(a.text())))
+        .collect();
+    json!({"hard": hard, "used": used})
+}
+
+/// An exceeded resource: its name, the request, the usage and the hard limit as given.
+type Over = (String, Amount, Amount, String);
+
+/// The `ResourceQuota` admission of a new object: the error text when it would take a
+/// quota of its namespace past its hard limit.
+pub(crate) fn check_create(
+    storage: &Storage,
+    def: &ResourceDef,
+    ns: &str,
+    obj: &Value,
+) -> Option<String> {
+    if !def.namespaced {
+        return None;
+    }
+    let requested = usage_of(&def.plural, &def.group, obj);
+    if requested.is_empty() {
+        return None;
+    }
+    for quota in storage.list("/resourcequotas", Some(ns)).0 {
+        let hard = quota
+            .pointer("/spec/hard")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if !applies(&quota) || !requested.keys().any(|k| hard.contains_key(k)) {
+            continue;
+        }
+        let now = used(storage, ns, &hard);
+        let mut over: Vec<Over> = Vec::new();
+        for (k, req) in &requested {
+            let Some(limit) = hard.get(k).and_then(Value::as_str) else {
+                continue;
+            };
+            let mut lim = Amount::default();
+            lim.add(limit);
+            let cur = now.get(k).copied().unwrap_or_default();
+            if req.milli > 0 && cur.plus(*req).milli > lim.milli {
+                over.push((k.clone(), *req, cur, limit.to_string()));
+            }
+        }
+        if !over.is_empty() {
+            let list = |f: &dyn Fn(&Over) -> String| {
+                over.iter()
+                    .map(|o| format!("{}={}", o.0, f(o)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let name = crate::registry::meta::meta_str(&quota, "name").unwrap_or("");
+            return Some(format!(
+                "exceeded quota: {name}, requested: {}, used: {}, limited: {}",
+                list(&|o| o.1.text()),
+                list(&|o| o.2.text()),
+                list(&|o| o.3.clone()),
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_print_as_go_quantities() {
+        let mut a = Amount::default();
+        a.add("512Mi");
+        a.add("256Mi");
+        assert_eq!(a.text(), "768Mi");
+        let mut c = Amount::default();
+        c.add("600m");
+        c.add("300m");
+        assert_eq!(c.text(), "900m");
+        c.add("100m");
+        assert_eq!(c.text(), "1");
+        assert_eq!(Amount::count(3).text(), "3");
+        assert_eq!(Amount::default().text(), "0");
+        let pod = json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"memory": "512Mi"}, "requests": {"cpu": "600m", "memory": "512Mi"}}}]}});
+        let u = usage_of("pods", "", &pod);
+        assert_eq!(u["limits.memory"].text(), "512Mi");
+        let t = Amount::default().plus(u["limits.memory"]);
+        assert_eq!(t.text(), "512Mi");
+    }
+}
