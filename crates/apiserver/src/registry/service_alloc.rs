@@ -201,7 +201,18 @@ fn internal(msg: String) -> ApiError {
     e
 }
 
-impl Op<'_> {
+impl<'o> Op<'o> {
+    fn new(used: &'o mut Taken, name: &'o str, def: &'o ResourceDef, dry_run: bool) -> Self {
+        Op {
+            used,
+            ips: Vec::new(),
+            ports: Vec::new(),
+            name,
+            def,
+            dry_run,
+        }
+    }
+
     fn invalid(&self, field: String, value: &str, why: &str) -> ApiError {
         ApiError::invalid(
             &crate::registry::events::error_def(self.def),
@@ -459,14 +470,7 @@ impl ServiceAllocator {
             return Ok(self.reservation(Vec::new(), Vec::new()));
         }
         let (pending, mut used) = self.begin(storage, None);
-        let mut op = Op {
-            used: &mut used,
-            ips: Vec::new(),
-            ports: Vec::new(),
-            name,
-            def,
-            dry_run,
-        };
+        let mut op = Op::new(&mut used, name, def, dry_run);
         if needs_cluster_ip(obj) {
             op.cluster_ip(obj)?;
         }
@@ -495,14 +499,7 @@ impl ServiceAllocator {
             return Ok(self.reservation(Vec::new(), Vec::new()));
         }
         let (pending, mut used) = self.begin(storage, Some((ns, name)));
-        let mut op = Op {
-            used: &mut used,
-            ips: Vec::new(),
-            ports: Vec::new(),
-            name,
-            def,
-            dry_run,
-        };
+        let mut op = Op::new(&mut used, name, def, dry_run);
         if !needs_cluster_ip(old) && needs_cluster_ip(new) {
             op.cluster_ip(new)?;
         }

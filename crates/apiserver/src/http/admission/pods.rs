@@ -148,46 +148,35 @@ fn limit_ranger(
                     .map(str::to_string)
                 };
                 let q = |s: &str| s.parse::<kubewright_core::quantity::Quantity>().ok();
-                for (r, enforced) in l
-                    .get("min")
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flatten()
-                {
-                    let enforced = enforced.as_str().unwrap_or("");
-                    let e = q(enforced);
-                    match (get("requests", r), get("limits", r)) {
-                        (None, _) => errs.push(format!(
-                            "minimum {r} usage per Container is {enforced}.  No request is specified"
-                        )),
-                        (Some(req), _) if q(&req) < e => errs.push(format!(
-                            "minimum {r} usage per Container is {enforced}, but request is {req}"
-                        )),
-                        (_, Some(lim)) if q(&lim) < e => errs.push(format!(
-                            "minimum {r} usage per Container is {enforced}, but limit is {lim}"
-                        )),
-                        _ => {}
-                    }
-                }
-                for (r, enforced) in l
-                    .get("max")
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flatten()
-                {
-                    let enforced = enforced.as_str().unwrap_or("");
-                    let e = q(enforced);
-                    match (get("requests", r), get("limits", r)) {
-                        (_, None) => errs.push(format!(
-                            "maximum {r} usage per Container is {enforced}.  No limit is specified"
-                        )),
-                        (_, Some(lim)) if q(&lim) > e => errs.push(format!(
-                            "maximum {r} usage per Container is {enforced}, but limit is {lim}"
-                        )),
-                        (Some(req), _) if q(&req) > e => errs.push(format!(
-                            "maximum {r} usage per Container is {enforced}, but request is {req}"
-                        )),
-                        _ => {}
+                for bound in ["min", "max"] {
+                    for (r, enforced) in l
+                        .get(bound)
+                        .and_then(Value::as_object)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let enforced = enforced.as_str().unwrap_or("");
+                        let e = q(enforced);
+                        let (req, lim) = (get("requests", r), get("limits", r));
+                        let why = if bound == "min" {
+                            match (req, lim) {
+                                (None, _) => Some(".  No request is specified".to_string()),
+                                (Some(v), _) if q(&v) < e => Some(format!(", but request is {v}")),
+                                (_, Some(v)) if q(&v) < e => Some(format!(", but limit is {v}")),
+                                _ => None,
+                            }
+                        } else {
+                            match (req, lim) {
+                                (_, None) => Some(".  No limit is specified".to_string()),
+                                (_, Some(v)) if q(&v) > e => Some(format!(", but limit is {v}")),
+                                (Some(v), _) if q(&v) > e => Some(format!(", but request is {v}")),
+                                _ => None,
+                            }
+                        };
+                        if let Some(why) = why {
+                            let word = if bound == "min" { "minimum" } else { "maximum" };
+                            errs.push(format!("{word} {r} usage per Container is {enforced}{why}"));
+                        }
                     }
                 }
             }
