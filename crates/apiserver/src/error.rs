@@ -119,7 +119,15 @@ impl ApiError {
 /// storage failures (`Internal error occurred: ...` with the error as the cause).
 impl From<crate::storage::StorageError> for ApiError {
     fn from(e: crate::storage::StorageError) -> Self {
-        let msg = e.to_string();
+        Self::internal_cause(e.to_string())
+    }
+}
+
+impl ApiError {
+    /// 500 InternalError with the error as its only cause, as kube-apiserver's
+    /// `NewInternalError` writes it.
+    pub fn internal_cause(msg: impl Into<String>) -> Self {
+        let msg = msg.into();
         let mut err = Self::internal(msg.clone());
         err.0.details = Some(StatusDetails {
             causes: vec![StatusCause {
@@ -209,6 +217,12 @@ pub(crate) fn forbidden_cause(field: &str, why: &str) -> StatusCause {
         field: field.into(),
     }
 }
+
+/// apimachinery's `IsDNS1123Label` error text.
+pub(crate) const DNS_LABEL_ERROR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+/// apimachinery's `IsDNS1123Subdomain` error text.
+pub(crate) const DNS_SUBDOMAIN_ERROR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// A value as Go's `encoding/json` writes it: compact, map keys sorted, `<`, `>`, `&`,
 /// U+2028 and U+2029 escaped. (Field errors print structured values this way.)

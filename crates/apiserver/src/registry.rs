@@ -602,6 +602,19 @@ impl ApiError {
     pub fn forbidden(def: &ResourceDef, name: &str, msg: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", msg).with(details(def, name))
     }
+    /// 403 Forbidden as an admission plugin words it: `<resource> "<name>" is forbidden:
+    /// <why>`.
+    pub fn forbidden_because(def: &ResourceDef, name: &str, why: &str) -> Self {
+        Self::forbidden(
+            def,
+            name,
+            format!(
+                "{} {} is forbidden: {why}",
+                def.group_resource(),
+                crate::error::go_quote(name)
+            ),
+        )
+    }
 }
 
 fn details(def: &ResourceDef, name: &str) -> StatusDetails {

@@ -617,8 +617,6 @@ fn label_ok(l: &str) -> bool {
         && b.iter().all(|c| alnum(c) || *c == b'-')
 }
 
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
 /// apimachinery's `IsDNS1123Subdomain`.
 fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -626,7 +624,7 @@ fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
         errs.push("must be no more than 253 characters".to_string());
     }
     if !s.split('.').all(label_ok) {
-        errs.push(DNS1123_SUBDOMAIN_MSG.to_string());
+        errs.push(crate::error::DNS_SUBDOMAIN_ERROR.to_string());
     }
     errs
 }

@@ -479,7 +479,7 @@ pub fn ensure_priority_classes(srv: &ApiServer) {
 
 /// Stores `obj` (in its storage form) unless an object of its name exists, with the
 /// metadata the server sets on create.
-pub(crate) fn system_put(srv: &ApiServer, key: &str, ns: &str, mut obj: Value) {
+fn system_put(srv: &ApiServer, key: &str, ns: &str, mut obj: Value) {
     let name = meta_str(&obj, "name").unwrap_or("").to_string();
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));

@@ -1148,15 +1148,7 @@ impl ApiServer {
                 if let Some(why) =
                     crate::registry::quota::check_create(&self.storage, def, ns, &obj)
                 {
-                    return Err(ApiError::forbidden(
-                        def,
-                        &name,
-                        format!(
-                            "{} {} is forbidden: {why}",
-                            def.group_resource(),
-                            crate::error::go_quote(&name)
-                        ),
-                    ));
+                    return Err(ApiError::forbidden_because(def, &name, &why));
                 }
             }
             if dry_run {
@@ -2001,7 +1993,8 @@ fn exists_error(def: &ResourceDef, name: &str, existing: &Value) -> ApiError {
     e
 }
 
-fn random_suffix() -> String {
+/// Five characters of kube-apiserver's name-suffix alphabet (`utilrand.String`).
+pub(crate) fn random_suffix() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();

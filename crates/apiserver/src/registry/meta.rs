@@ -78,14 +78,10 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
     }
     if label_kinds {
         if !is_dns_label(name) {
-            return Err(String::from(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-            ));
+            return Err(String::from(crate::error::DNS_LABEL_ERROR));
         }
     } else if !is_dns_subdomain(name) {
-        return Err(String::from(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-        ));
+        return Err(String::from(crate::error::DNS_SUBDOMAIN_ERROR));
     }
     Ok(())
 }

@@ -27,8 +27,9 @@ pub(crate) fn pod_specs(def: &ResourceDef) -> &'static [&'static str] {
     }
 }
 
-/// The field errors of every container's resources in `obj`, and of a Lease's and an
-/// Event's fields.
+/// The field errors of a create or update of `obj`: Leases' and Events' fields, workload
+/// selectors, config keys, Services' ports, containers (names, images, ports) and their
+/// resources, then the spec checks of [`crate::registry::validation`].
 pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
     let mut causes = Vec::new();
     match (def.group.as_str(), def.kind.as_str()) {
@@ -99,7 +100,6 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
         }
     }
     crate::registry::validation::validate(def, obj, &mut causes);
-    crate::registry::validation::validate_more(def, obj, &mut causes);
     causes
 }
 
@@ -129,7 +129,7 @@ fn containers(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
                 causes.push(invalid(
                     &format!("{path}.name"),
                     &crate::error::go_quote(name),
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                    crate::error::DNS_LABEL_ERROR,
                 ));
             } else if names.iter().any(|n| n == name) {
                 causes.push(StatusCause {

@@ -21,7 +21,6 @@
 use crate::error::ApiError;
 use crate::registry::ResourceDef;
 use crate::storage::Storage;
-use kubewright_core::{StatusCause, StatusDetails};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::net::Ipv4Addr;
@@ -105,16 +104,16 @@ fn spec_str<'v>(o: &'v Value, k: &str) -> Option<&'v str> {
     o.get("spec")?.get(k)?.as_str()
 }
 
-fn service_type(o: &Value) -> &str {
+pub(crate) fn service_type(o: &Value) -> &str {
     spec_str(o, "type").unwrap_or("ClusterIP")
 }
 
-fn needs_cluster_ip(o: &Value) -> bool {
+pub(crate) fn needs_cluster_ip(o: &Value) -> bool {
     service_type(o) != "ExternalName"
 }
 
 /// `shouldAllocateNodePorts`.
-fn allocates_node_ports(o: &Value) -> bool {
+pub(crate) fn allocates_node_ports(o: &Value) -> bool {
     match service_type(o) {
         "NodePort" => true,
         "LoadBalancer" => o.pointer("/spec/allocateLoadBalancerNodePorts") != Some(&json!(false)),
@@ -127,7 +126,7 @@ fn has_node_ports(o: &Value) -> bool {
 }
 
 /// `NeedsHealthCheck`.
-fn needs_health_check(o: &Value) -> bool {
+pub(crate) fn needs_health_check(o: &Value) -> bool {
     service_type(o) == "LoadBalancer" && spec_str(o, "externalTrafficPolicy") == Some("Local")
 }
 
@@ -187,18 +186,6 @@ fn pick(lo: u32, hi: u32, band: u32, taken: impl Fn(u32) -> bool) -> Option<u32>
         (0..n).map(|i| from + (start + i) % n).find(|v| !taken(*v))
     };
     probe(lo + band, hi).or_else(|| probe(lo, lo + band - 1))
-}
-
-fn internal(msg: String) -> ApiError {
-    let mut e = ApiError::internal(msg.clone());
-    e.0.details = Some(StatusDetails {
-        causes: vec![StatusCause {
-            message: msg,
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    e
 }
 
 impl<'o> Op<'o> {
@@ -278,7 +265,7 @@ impl<'o> Op<'o> {
             let used = &self.used.ips;
             // Network and broadcast addresses are never handed out.
             let Some(ip) = pick(lo + 1, hi - 1, ip_band(hi - lo - 1), |v| used.contains(&v)) else {
-                return Err(internal(format!(
+                return Err(ApiError::internal_cause(format!(
                     "failed to allocate a serviceIP for Service {}: range is full",
                     crate::error::go_quote(self.name)
                 )));
@@ -359,7 +346,7 @@ impl<'o> Op<'o> {
                             n
                         }
                         None => self.next_port().ok_or_else(|| {
-                            internal("failed to allocate a nodePort: range is full".into())
+                            ApiError::internal_cause("failed to allocate a nodePort: range is full")
                         })?,
                     };
                     list[i]["nodePort"] = json!(n);
@@ -385,13 +372,13 @@ impl<'o> Op<'o> {
         let requested = health_port(obj);
         if requested != 0 {
             return self.request_port(requested).map_err(|why| {
-                internal(format!(
+                ApiError::internal_cause(format!(
                     "failed to allocate requested HealthCheck NodePort {requested}: {why}"
                 ))
             });
         }
         let n = self.next_port().ok_or_else(|| {
-            internal("failed to allocate a HealthCheck NodePort 0: range is full".into())
+            ApiError::internal_cause("failed to allocate a HealthCheck NodePort 0: range is full")
         })?;
         obj["spec"]["healthCheckNodePort"] = json!(n);
         Ok(())
@@ -420,7 +407,7 @@ impl<'o> Op<'o> {
                 }
             } else {
                 let n = self.next_port().ok_or_else(|| {
-                    internal("failed to allocate a nodePort: range is full".into())
+                    ApiError::internal_cause("failed to allocate a nodePort: range is full")
                 })?;
                 p["nodePort"] = json!(n);
             }

@@ -631,7 +631,7 @@ impl Strategy for CustomResource {
 /// families of a Service that has cluster IPs, and `clusterIPs` following `clusterIP`.
 fn service_allocate(obj: &mut Value) {
     service_cluster_ips(obj);
-    if !service_needs_cluster_ip(obj) {
+    if !crate::registry::service_alloc::needs_cluster_ip(obj) {
         // Validation refuses the cluster IPs of an ExternalName Service.
         return;
     }
@@ -652,24 +652,6 @@ fn service_cluster_ips(obj: &mut Value) {
     }
 }
 
-fn service_type(obj: &Value) -> &str {
-    obj.pointer("/spec/type")
-        .and_then(Value::as_str)
-        .unwrap_or("ClusterIP")
-}
-
-fn service_needs_cluster_ip(obj: &Value) -> bool {
-    service_type(obj) != "ExternalName"
-}
-
-fn service_needs_node_ports(obj: &Value) -> bool {
-    match service_type(obj) {
-        "NodePort" => true,
-        "LoadBalancer" => obj.pointer("/spec/allocateLoadBalancerNodePorts") != Some(&json!(false)),
-        _ => false,
-    }
-}
-
 /// A Service update as kube-apiserver's service storage prepares it: allocated values
 /// the request left out are kept (`patchAllocatedValues`), and those of a type that no
 /// longer needs them are dropped when the request kept them unchanged
@@ -682,7 +664,9 @@ fn service_update(old: &Value, new: &mut Value) {
             v.is_null() || v == "" || v == 0 || v.as_array().is_some_and(Vec::is_empty)
         })
     };
-    if service_needs_cluster_ip(old) && service_needs_cluster_ip(new) {
+    if crate::registry::service_alloc::needs_cluster_ip(old)
+        && crate::registry::service_alloc::needs_cluster_ip(new)
+    {
         for k in ["clusterIP", "clusterIPs"] {
             if unset(new, k)
                 && let Some(v) = spec(old, k)
@@ -691,15 +675,15 @@ fn service_update(old: &Value, new: &mut Value) {
             }
         }
     }
-    if service_needs_health_check(old)
-        && service_needs_health_check(new)
+    if crate::registry::service_alloc::needs_health_check(old)
+        && crate::registry::service_alloc::needs_health_check(new)
         && unset(new, "healthCheckNodePort")
         && let Some(v) = spec(old, "healthCheckNodePort")
     {
         new["spec"]["healthCheckNodePort"] = v;
     }
-    if service_needs_node_ports(old)
-        && service_needs_node_ports(new)
+    if crate::registry::service_alloc::allocates_node_ports(old)
+        && crate::registry::service_alloc::allocates_node_ports(new)
         && let Some(old_ports) = old.pointer("/spec/ports").and_then(Value::as_array)
     {
         let node_port = |p: &Value| {
@@ -748,8 +732,8 @@ fn service_update(old: &Value, new: &mut Value) {
         *first = ip;
     }
     // Dropped: what the old type needed and the new one does not, left as it was.
-    if service_needs_cluster_ip(old)
-        && !service_needs_cluster_ip(new)
+    if crate::registry::service_alloc::needs_cluster_ip(old)
+        && !crate::registry::service_alloc::needs_cluster_ip(new)
         && spec(old, "clusterIPs") == spec(new, "clusterIPs")
         && let Some(s) = new.get_mut("spec").and_then(Value::as_object_mut)
     {
@@ -763,8 +747,8 @@ fn service_update(old: &Value, new: &mut Value) {
             .map(|ps| ps.iter().map(|p| p.get("nodePort").cloned()).collect())
             .unwrap_or_default()
     };
-    if service_needs_node_ports(old)
-        && !service_needs_node_ports(new)
+    if crate::registry::service_alloc::allocates_node_ports(old)
+        && !crate::registry::service_alloc::allocates_node_ports(new)
         && node_ports(old) == node_ports(new)
         && let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut)
     {
@@ -774,8 +758,8 @@ fn service_update(old: &Value, new: &mut Value) {
             }
         }
     }
-    if service_needs_health_check(old)
-        && !service_needs_health_check(new)
+    if crate::registry::service_alloc::needs_health_check(old)
+        && !crate::registry::service_alloc::needs_health_check(new)
         && spec(old, "healthCheckNodePort") == spec(new, "healthCheckNodePort")
         && let Some(s) = new.get_mut("spec").and_then(Value::as_object_mut)
     {
@@ -783,11 +767,6 @@ fn service_update(old: &Value, new: &mut Value) {
     }
     // What the new type needs besides its allocations (made by the allocator).
     service_allocate(new);
-}
-
-fn service_needs_health_check(obj: &Value) -> bool {
-    service_type(obj) == "LoadBalancer"
-        && obj.pointer("/spec/externalTrafficPolicy") == Some(&json!("Local"))
 }
 
 /// A Job's generated selector: its pods carry its uid and name.

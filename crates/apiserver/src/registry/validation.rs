@@ -19,8 +19,6 @@ use crate::registry::resources::items;
 use kubewright_core::StatusCause;
 use serde_json::Value;
 
-const DNS_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 
 /// `Unsupported value: "x": supported values: "a", "b"`.
@@ -80,7 +78,8 @@ fn non_negative(v: &Value, key: &str, base: &str, causes: &mut Vec<StatusCause>)
     }
 }
 
-/// The checks of this module for `obj` of `def`'s kind.
+/// The checks of this module for `obj` of `def`'s kind: the kind's own, its pod spec's,
+/// then those of [`validate_rest`].
 pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) {
     let spec = obj.get("spec").unwrap_or(&Value::Null);
     match (def.group.as_str(), def.kind.as_str()) {
@@ -138,6 +137,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
             pod_spec(pod, &at.trim_start_matches('/').replace('/', "."), causes);
         }
     }
+    validate_rest(def, obj, causes);
 }
 
 /// `ValidateDeploymentSpec` and its kin: counts, the strategy, and a template that
@@ -271,7 +271,7 @@ fn service(spec: &Value, causes: &mut Vec<StatusCause>) {
             causes.push(invalid(
                 "spec.externalName",
                 &go_quote(name),
-                DNS_SUBDOMAIN_MSG,
+                crate::error::DNS_SUBDOMAIN_ERROR,
             ));
         }
     }
@@ -290,7 +290,7 @@ fn service(spec: &Value, causes: &mut Vec<StatusCause>) {
                 causes.push(invalid(
                     &format!("{base}.name"),
                     &go_quote(name),
-                    DNS_LABEL_MSG,
+                    crate::error::DNS_LABEL_ERROR,
                 ));
             }
             if names.contains(&name) {
@@ -452,7 +452,11 @@ fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
         if name.is_empty() {
             causes.push(required(&field));
         } else if !is_dns_label(name) {
-            causes.push(invalid(&field, &go_quote(name), DNS_LABEL_MSG));
+            causes.push(invalid(
+                &field,
+                &go_quote(name),
+                crate::error::DNS_LABEL_ERROR,
+            ));
         } else if volumes.contains(&name) {
             causes.push(duplicate(&field, &go_quote(name)));
         } else {
@@ -512,7 +516,7 @@ fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
             causes.push(invalid(
                 &format!("{base}.{key}"),
                 &go_quote(h),
-                DNS_LABEL_MSG,
+                crate::error::DNS_LABEL_ERROR,
             ));
         }
     }
@@ -668,10 +672,11 @@ fn port_name_errors(name: &str) -> Vec<&'static str> {
     errs
 }
 
-/// The second set of kinds: CronJobs, claims and volumes, ingress paths, network
+/// The checks reported after a pod spec's (as for a DaemonSet's update strategy, which Go
+/// validates after the template), and those of the kinds without one: CronJobs, claims and volumes, ingress paths, network
 /// policies, storage classes, RBAC subjects and rules, workload policies, limit ranges,
 /// quotas, priority classes, endpoint slices, webhook names and config keys' length.
-pub(crate) fn validate_more(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) {
+fn validate_rest(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) {
     let spec = obj.get("spec").unwrap_or(&Value::Null);
     match (def.group.as_str(), def.kind.as_str()) {
         ("batch", "CronJob") => cron_job(spec, causes),
@@ -899,7 +904,11 @@ pub(crate) fn validate_more(def: &ResourceDef, obj: &Value, causes: &mut Vec<Sta
                 if name.is_empty() {
                     causes.push(required(&field));
                 } else if !is_dns_subdomain(name) {
-                    causes.push(invalid(&field, &go_quote(name), DNS_SUBDOMAIN_MSG));
+                    causes.push(invalid(
+                        &field,
+                        &go_quote(name),
+                        crate::error::DNS_SUBDOMAIN_ERROR,
+                    ));
                 } else if name.split('.').count() < 3 {
                     causes.push(invalid(
                         &field,

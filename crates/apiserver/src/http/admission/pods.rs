@@ -19,7 +19,7 @@ use std::time::Duration;
 
 const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// Both plugins, in kube-apiserver's order, on a pod about to be created.
+/// The three plugins, in kube-apiserver's order, on a pod about to be created.
 pub(crate) async fn admit(
     srv: &ApiServer,
     def: &ResourceDef,
@@ -184,21 +184,13 @@ fn limit_ranger(
     }
     match errs.len() {
         0 => Ok(()),
-        1 => Err(forbidden(def, name, &errs[0])),
-        _ => Err(forbidden(def, name, &format!("[{}]", errs.join(", ")))),
+        1 => Err(ApiError::forbidden_because(def, name, &errs[0])),
+        _ => Err(ApiError::forbidden_because(
+            def,
+            name,
+            &format!("[{}]", errs.join(", ")),
+        )),
     }
-}
-
-fn forbidden(def: &ResourceDef, name: &str, why: &str) -> ApiError {
-    ApiError::forbidden(
-        def,
-        name,
-        format!(
-            "{} {} is forbidden: {why}",
-            def.group_resource(),
-            crate::error::go_quote(name)
-        ),
-    )
 }
 
 /// The `ServiceAccount` plugin.
@@ -231,7 +223,7 @@ async fn service_account(
         }
     }
     let Some(sa) = sa else {
-        return Err(forbidden(
+        return Err(ApiError::forbidden_because(
             def,
             name,
             &format!(
@@ -254,11 +246,7 @@ async fn service_account(
 /// The projected token volume, mounted read-only in every container that has nothing
 /// mounted at the token path.
 fn mount_token(pod: &mut Value) {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let suffix: String = (0..5)
-        .map(|_| char::from(ALPHABET[rand::random::<u32>() as usize % ALPHABET.len()]))
-        .collect();
-    let volume = format!("kube-api-access-{suffix}");
+    let volume = format!("kube-api-access-{}", crate::http::api::random_suffix());
     let mount = json!({"name": volume, "readOnly": true, "mountPath": TOKEN_PATH});
     let mut mounted = false;
     for key in ["initContainers", "containers"] {
@@ -326,7 +314,7 @@ fn priority(
         match srv.storage.get(classes, "", &class_name) {
             Some(c) => Some(c),
             None => {
-                return Err(forbidden(
+                return Err(ApiError::forbidden_because(
                     def,
                     name,
                     &format!("no PriorityClass with name {class_name} was found"),
@@ -348,7 +336,7 @@ fn priority(
     if let Some(given) = pod.pointer("/spec/priority").and_then(Value::as_i64)
         && given != value
     {
-        return Err(forbidden(
+        return Err(ApiError::forbidden_because(
             def,
             name,
             &format!(
@@ -361,7 +349,7 @@ fn priority(
         .and_then(Value::as_str)
         && given != policy
     {
-        return Err(forbidden(
+        return Err(ApiError::forbidden_because(
             def,
             name,
             &format!(
