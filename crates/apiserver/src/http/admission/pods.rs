@@ -69,13 +69,7 @@ fn limit_ranger(
         ("containers", "container"),
         ("initContainers", "init container"),
     ] {
-        let Some(cs) = pod
-            .pointer_mut(&format!("/spec/{list}"))
-            .and_then(Value::as_array_mut)
-        else {
-            continue;
-        };
-        for c in cs.iter_mut() {
+        for c in containers_mut(pod, list) {
             let cname = c
                 .get("name")
                 .and_then(Value::as_str)
@@ -243,6 +237,13 @@ async fn service_account(
     Ok(())
 }
 
+/// The containers of the list `list` (`containers`, `initContainers`) of a pod's spec.
+fn containers_mut<'a>(pod: &'a mut Value, list: &str) -> &'a mut [Value] {
+    pod.pointer_mut(&format!("/spec/{list}"))
+        .and_then(Value::as_array_mut)
+        .map_or(&mut [], Vec::as_mut_slice)
+}
+
 /// The projected token volume, mounted read-only in every container that has nothing
 /// mounted at the token path.
 fn mount_token(pod: &mut Value) {
@@ -250,13 +251,7 @@ fn mount_token(pod: &mut Value) {
     let mount = json!({"name": volume, "readOnly": true, "mountPath": TOKEN_PATH});
     let mut mounted = false;
     for key in ["initContainers", "containers"] {
-        let Some(list) = pod
-            .pointer_mut(&format!("/spec/{key}"))
-            .and_then(Value::as_array_mut)
-        else {
-            continue;
-        };
-        for c in list.iter_mut() {
+        for c in containers_mut(pod, key) {
             let has = c
                 .get("volumeMounts")
                 .and_then(Value::as_array)
