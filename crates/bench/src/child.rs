@@ -378,6 +378,12 @@ async fn start(
             start_metadata(args, counter, timeout).await
         }
         Variant::KubeRsMetadata => start_kube_rs_metadata(args, counter, timeout).await,
+        Variant::ClientGo | Variant::ClientGoStrip | Variant::ClientGoJson => {
+            Err(BenchError::Child(format!(
+                "{} runs in its own program (--client-go), not as a Rust child",
+                args.variant
+            )))
+        }
     }
 }
 

@@ -110,11 +110,19 @@ pub enum Variant {
     KubewrightMetadataJson,
     /// kube-rs `metadata_watcher` + `reflector`, `managedFields` removed before it.
     KubeRsMetadata,
+    /// client-go's shared informer with its defaults (protobuf for built-in kinds), run
+    /// by an external program given with `--client-go` that speaks the child protocol
+    /// (see [`BenchOptions::client_go`]); cluster mode only.
+    ClientGo,
+    /// The same with an informer transform that drops `managedFields`.
+    ClientGoStrip,
+    /// client-go asking for JSON.
+    ClientGoJson,
 }
 
 impl Variant {
     /// Every variant: the default ones, then the metadata-only ones (run when named).
-    pub const ALL: [Variant; 12] = [
+    pub const ALL: [Variant; 15] = [
         Variant::Kubewright,
         Variant::KubewrightKeep,
         Variant::KubewrightJson,
@@ -127,6 +135,9 @@ impl Variant {
         Variant::KubewrightMetadata,
         Variant::KubewrightMetadataJson,
         Variant::KubeRsMetadata,
+        Variant::ClientGo,
+        Variant::ClientGoStrip,
+        Variant::ClientGoJson,
     ];
 
     /// The variants run by default, in table order: all but the metadata-only ones.
@@ -147,6 +158,9 @@ impl Variant {
             Variant::KubewrightMetadata => "kubewright+metadata",
             Variant::KubewrightMetadataJson => "kubewright+metadata+json",
             Variant::KubeRsMetadata => "kube-rs+metadata",
+            Variant::ClientGo => "client-go",
+            Variant::ClientGoStrip => "client-go+strip",
+            Variant::ClientGoJson => "client-go+json",
         }
     }
 
@@ -157,6 +171,26 @@ impl Variant {
             self,
             Variant::KubewrightMetadata | Variant::KubewrightMetadataJson | Variant::KubeRsMetadata
         )
+    }
+
+    /// Whether an external client-go program runs this variant.
+    pub fn is_client_go(self) -> bool {
+        matches!(
+            self,
+            Variant::ClientGo | Variant::ClientGoStrip | Variant::ClientGoJson
+        )
+    }
+
+    /// Why the variant cannot run in `mode`, if it cannot.
+    pub fn unsupported(self, mode: Mode) -> Option<&'static str> {
+        match mode {
+            Mode::Cluster => None,
+            _ if self.is_client_go() => Some(
+                "the client-go program reaches a server through a kubeconfig: use --kubeconfig",
+            ),
+            Mode::Replay => self.replay_unsupported(),
+            Mode::Live => None,
+        }
     }
 
     /// Why the variant cannot run against the replay server, if it cannot.
@@ -175,13 +209,14 @@ impl Variant {
 
     /// Whether this is a kubewright variant.
     pub fn is_kubewright(self) -> bool {
-        !matches!(
-            self,
-            Variant::KubeRs
-                | Variant::KubeRsStrip
-                | Variant::KubeRsStreaming
-                | Variant::KubeRsMetadata
-        )
+        !self.is_client_go()
+            && !matches!(
+                self,
+                Variant::KubeRs
+                    | Variant::KubeRsStrip
+                    | Variant::KubeRsStreaming
+                    | Variant::KubeRsMetadata
+            )
     }
 
     /// The kube-rs variant that caches the same content as a kubewright variant.
@@ -199,7 +234,10 @@ impl Variant {
             Variant::KubeRs
             | Variant::KubeRsStrip
             | Variant::KubeRsStreaming
-            | Variant::KubeRsMetadata => None,
+            | Variant::KubeRsMetadata
+            | Variant::ClientGo
+            | Variant::ClientGoStrip
+            | Variant::ClientGoJson => None,
         }
     }
 }
@@ -309,6 +347,13 @@ pub struct BenchOptions {
     /// the embedded server: mode [`Mode::Cluster`]. The pods go to a namespace of their
     /// own, deleted at the end.
     pub kubeconfig: Option<PathBuf>,
+    /// The program that runs the client-go variants (default: the environment variable
+    /// `KW_BENCH_CLIENT_GO`). It is started as `PROGRAM --variant client-go[+strip|+json]
+    /// --kubeconfig FILE --namespace NS --pods N --events E --expect-gen-sum S ...` (the
+    /// arguments of [`ChildArgs`]) and must print the two report lines a Rust child
+    /// prints (`KWBENCH synced {SyncResult}` and `KWBENCH done {ChildResult}`).
+    /// docs/performance.md describes the one these numbers come from.
+    pub client_go: Option<PathBuf>,
 }
 
 impl Default for BenchOptions {
@@ -328,6 +373,7 @@ impl Default for BenchOptions {
             child_wrapper: std::env::var("KW_BENCH_CHILD_WRAPPER")
                 .map(|w| w.split_whitespace().map(str::to_string).collect())
                 .unwrap_or_default(),
+            client_go: std::env::var_os("KW_BENCH_CLIENT_GO").map(PathBuf::from),
             timeout: Duration::from_secs(900),
             progress: true,
             kubeconfig: None,
@@ -364,6 +410,14 @@ impl BenchOptions {
             return Err(BenchError::Options(format!(
                 "{v} caches metadata only, which a replayed recording of whole pods cannot \
                  serve: use --mode live or --kubeconfig"
+            )));
+        }
+        if self.client_go.is_none()
+            && let Some(v) = self.variants.iter().find(|v| v.is_client_go())
+        {
+            return Err(BenchError::Options(format!(
+                "{v} needs --client-go PROGRAM (or KW_BENCH_CLIENT_GO): a client-go program \
+                 that speaks the child protocol"
             )));
         }
         let (children, not_run) = plan(self);
@@ -405,10 +459,7 @@ fn plan(opts: &BenchOptions) -> (Vec<(Mode, Variant)>, Vec<NotRun>) {
     let mut not_run = Vec::new();
     for &mode in &opts.modes {
         for &variant in &opts.variants {
-            match variant
-                .replay_unsupported()
-                .filter(|_| mode == Mode::Replay)
-            {
+            match variant.unsupported(mode) {
                 Some(reason) => not_run.push(NotRun {
                     variant,
                     mode,
@@ -435,7 +486,8 @@ pub struct BenchArgs {
     /// kube-rs+strip, kube-rs+streaming [default: these nine; replay mode leaves out
     /// kube-rs+streaming, which needs a server with streaming lists], and the metadata-only
     /// kubewright+metadata, kubewright+metadata+json and kube-rs+metadata (live and
-    /// cluster modes).
+    /// cluster modes), and client-go, client-go+strip and client-go+json (cluster mode,
+    /// with --client-go).
     #[arg(long, value_delimiter = ',')]
     pub libs: Vec<String>,
     /// replay (recorded list + watch stream replayed to each child: client cost only),
@@ -473,6 +525,10 @@ pub struct BenchArgs {
     /// end. Implies `--mode cluster`.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// The program that runs the client-go variants (client-go, client-go+strip,
+    /// client-go+json), speaking the child protocol [default: $KW_BENCH_CLIENT_GO].
+    #[arg(long)]
+    pub client_go: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -520,6 +576,9 @@ impl BenchArgs {
             };
         }
         o.progress = !self.quiet;
+        if let Some(p) = self.client_go {
+            o.client_go = Some(p);
+        }
         if let Some(k) = self.kubeconfig {
             o.kubeconfig = Some(k);
             o.modes = vec![Mode::Cluster];
@@ -869,6 +928,12 @@ where
         mode,
         message,
     };
+    // client-go variants run the external program, Rust ones this executable as a child.
+    let (exe, child_command) = match (&opts.client_go, variant.is_client_go()) {
+        (Some(program), true) => (program.as_path(), None),
+        (None, true) => return Err(fail("no client-go program (--client-go)".into())),
+        (_, false) => (exe.as_path(), Some(CHILD_COMMAND)),
+    };
     let mut command = match opts.child_wrapper.split_first() {
         Some((program, rest)) => {
             let mut c = tokio::process::Command::new(program);
@@ -878,7 +943,7 @@ where
         None => tokio::process::Command::new(exe),
     };
     let mut child = command
-        .arg(CHILD_COMMAND)
+        .args(child_command)
         .args(args.to_args())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1033,11 +1098,48 @@ mod tests {
             repeat: 1,
             quiet: true,
             kubeconfig: None,
+            client_go: None,
         };
         let err = args("kube-rs+streaming").into_options().unwrap_err();
         assert!(err.to_string().contains("--mode live"), "{err}");
         let err = args("kube-rs+metadata").into_options().unwrap_err();
         assert!(err.to_string().contains("metadata only"), "{err}");
         assert!(args("kube-rs").into_options().is_ok());
+    }
+
+    #[test]
+    fn client_go_runs_its_own_program_against_a_cluster_only() {
+        let mut o = BenchOptions::quick();
+        o.client_go = None;
+        o.variants = vec![Variant::Kubewright, Variant::ClientGo];
+        let err = o.validate().unwrap_err();
+        assert!(err.to_string().contains("--client-go"), "{err}");
+        o.client_go = Some("/opt/bench/client-go-child".into());
+        // Replay mode: kubewright runs, client-go is reported as not run.
+        let (children, not_run) = plan(&o);
+        assert_eq!(children, [(Mode::Replay, Variant::Kubewright)]);
+        assert_eq!(not_run.len(), 1);
+        assert!(
+            not_run[0].reason.contains("--kubeconfig"),
+            "{}",
+            not_run[0].reason
+        );
+        o.modes = vec![Mode::Cluster];
+        o.kubeconfig = Some("/tmp/kubeconfig".into());
+        let (children, not_run) = plan(&o);
+        assert_eq!(
+            children,
+            [
+                (Mode::Cluster, Variant::Kubewright),
+                (Mode::Cluster, Variant::ClientGo)
+            ]
+        );
+        assert!(not_run.is_empty());
+        assert!(o.validate().is_ok());
+        assert_eq!(
+            "client-go+strip".parse::<Variant>(),
+            Ok(Variant::ClientGoStrip)
+        );
+        assert!(!Variant::ClientGo.is_kubewright());
     }
 }
