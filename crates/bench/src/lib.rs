@@ -45,7 +45,7 @@ pub use child::{
 pub use report::{NotRun, RecordingInfo, Report, VariantReport};
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -913,7 +913,7 @@ async fn measure_list_bytes(
 /// Starts one child, waits for its sync report, runs `load` (which produces the events),
 /// and waits for its final report.
 async fn run_one<F, Fut>(
-    exe: &PathBuf,
+    exe: &Path,
     args: ChildArgs,
     opts: &BenchOptions,
     load: F,
@@ -932,7 +932,7 @@ where
     let (exe, child_command) = match (&opts.client_go, variant.is_client_go()) {
         (Some(program), true) => (program.as_path(), None),
         (None, true) => return Err(fail("no client-go program (--client-go)".into())),
-        (_, false) => (exe.as_path(), Some(CHILD_COMMAND)),
+        (_, false) => (exe, Some(CHILD_COMMAND)),
     };
     let mut command = match opts.child_wrapper.split_first() {
         Some((program, rest)) => {
