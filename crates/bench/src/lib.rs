@@ -771,7 +771,7 @@ pub async fn run(opts: BenchOptions) -> Result<Report, BenchError> {
 /// variant synced from the cluster while the parent patches the pods.
 async fn run_cluster(
     opts: &BenchOptions,
-    exe: &PathBuf,
+    exe: &Path,
     kubeconfig: PathBuf,
     started: Instant,
 ) -> Result<Report, BenchError> {
