@@ -79,6 +79,7 @@ scenarios!(
     spec_validation_more,
     status_validation,
     quota_and_limits,
+    pod_security,
     leases_and_events,
     pagination,
 );

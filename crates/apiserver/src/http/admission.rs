@@ -12,6 +12,7 @@
 //! internal writes that do not go through its HTTP handlers.
 
 pub(crate) mod call;
+pub(crate) mod pod_security;
 pub(crate) mod pods;
 pub(crate) mod policy;
 pub(crate) mod webhook;
@@ -145,8 +146,11 @@ pub(crate) async fn mutate(srv: &ApiServer, adm: &mut Admission) -> Result<bool,
     webhook::mutate(srv, &mut adm.attrs, &mut adm.warnings).await
 }
 
-/// Validating admission: ValidatingAdmissionPolicies, then the validating webhooks.
+/// Validating admission: PodSecurity, ValidatingAdmissionPolicies, then the validating
+/// webhooks (kube-apiserver's order; ResourceQuota, last, is the caller's).
 pub(crate) async fn validate(srv: &ApiServer, adm: &mut Admission) -> Result<(), ApiError> {
+    let warnings = pod_security::validate(srv, &adm.attrs)?;
+    adm.warnings.extend(warnings);
     let warnings = policy::validate(&srv.storage, &adm.attrs)?;
     adm.warnings.extend(warnings);
     webhook::validate(srv, &adm.attrs, &mut adm.warnings).await

@@ -2261,8 +2261,14 @@ fn too_large_rv(rv: u64, current: u64) -> ApiError {
 }
 
 pub(crate) fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {
+    let mut sent: Vec<&String> = Vec::new();
     for w in warnings {
-        let text = format!("299 - \"{}\"", w.replace('"', "\\\""));
+        // Identical warnings are sent once, as kube-apiserver's recorder does.
+        if sent.contains(&w) {
+            continue;
+        }
+        sent.push(w);
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
         if let Ok(v) = http::HeaderValue::from_str(&text) {
             resp.headers_mut().append("warning", v);
         }

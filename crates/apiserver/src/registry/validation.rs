@@ -463,11 +463,26 @@ fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
             volumes.push(name);
         }
     }
+    let host_users_off = pod.get("hostUsers").and_then(Value::as_bool) == Some(false);
     for key in ["containers", "initContainers"] {
         for (i, c) in items(pod, key).iter().enumerate() {
-            container(c, &format!("{base}.{key}[{i}]"), &volumes, causes);
+            let at = format!("{base}.{key}[{i}]");
+            container(c, &at, &volumes, causes);
+            // `ValidateSecurityContext`: an unmasked /proc needs a user namespace.
+            if c.pointer("/securityContext/procMount")
+                .and_then(Value::as_str)
+                == Some("Unmasked")
+                && !host_users_off
+            {
+                causes.push(invalid(
+                    &format!("{at}.securityContext.procMount"),
+                    "\"Unmasked\"",
+                    "`hostUsers` must be false to use `Unmasked`",
+                ));
+            }
         }
     }
+    host_namespace_rules(pod, base, causes);
     const RESTART: &[&str] = &["Always", "OnFailure", "Never"];
     match str_at(pod, "restartPolicy") {
         Some(p) if !p.is_empty() && !RESTART.contains(&p) => {
@@ -536,6 +551,52 @@ fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
                 &["Equal", "Exists"],
             )),
         }
+    }
+}
+
+/// `validateHostNetwork` (a host port must be the container port) and the sysctls a
+/// pod sharing the host's network or IPC namespace may not set.
+fn host_namespace_rules(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
+    let host_network = pod.get("hostNetwork").and_then(Value::as_bool) == Some(true);
+    let host_ipc = pod.get("hostIPC").and_then(Value::as_bool) == Some(true);
+    if host_network {
+        for (i, c) in items(pod, "containers").iter().enumerate() {
+            for (j, p) in items(c, "ports").iter().enumerate() {
+                let host = int_at(p, "hostPort").unwrap_or(0);
+                if host != 0 && Some(host) != int_at(p, "containerPort") {
+                    causes.push(invalid(
+                        &format!("{base}.containers[{i}].ports[{j}].hostPort"),
+                        &host.to_string(),
+                        "must match `containerPort` when `hostNetwork` is true",
+                    ));
+                }
+            }
+        }
+    }
+    let sysctls = pod
+        .pointer("/securityContext/sysctls")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for (i, s) in sysctls.iter().enumerate() {
+        let name = str_at(s, "name").unwrap_or("");
+        // The namespaced sysctls of the network and IPC namespaces.
+        let ipc = name.starts_with("kernel.shm")
+            || name.starts_with("kernel.msg")
+            || name == "kernel.sem"
+            || name.starts_with("fs.mqueue.");
+        let why = if host_network && name.starts_with("net.") {
+            "may not be specified when 'hostNetwork' is true"
+        } else if host_ipc && ipc {
+            "may not be specified when 'hostIPC' is true"
+        } else {
+            continue;
+        };
+        causes.push(invalid(
+            &format!("{base}.securityContext.sysctls[{i}].name"),
+            &go_quote(name),
+            why,
+        ));
     }
 }
 

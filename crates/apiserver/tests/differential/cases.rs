@@ -3180,3 +3180,171 @@ pub fn quota_and_limits() -> Scenario {
         ],
     }
 }
+
+/// kube-apiserver's PodSecurity admission: a namespace labelled `enforce=baseline`,
+/// `warn=restricted` refuses pods that break baseline (403, every failed check's
+/// reason and detail in upstream's order) and admits the rest with the restricted
+/// warning; workloads' pod templates only warn; invalid labels are 422; raising
+/// `enforce` warns about the existing pods; pod updates are judged only when they
+/// change containers or images.
+pub fn pod_security() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/pods?dryRun=All";
+    let ns = "/api/v1/namespaces/{ns}";
+    let merge = "application/merge-patch+json";
+    let labels = |pairs: Value| json!({"metadata": {"labels": pairs}});
+    let pod = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec});
+    let restricted_container = json!({"name": "app", "image": "nginx", "securityContext": {
+        "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}});
+    Scenario {
+        name: "pod_security",
+        steps: vec![
+            patch(
+                "label-baseline-warn-restricted",
+                ns,
+                merge,
+                labels(json!({
+                    "pod-security.kubernetes.io/enforce": "baseline",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                })),
+            ),
+            post(
+                "plain-pod-warned",
+                p,
+                pod("plain", json!({"initContainers": [{"name": "init", "image": "busybox"}], "containers": [{"name": "app", "image": "nginx"}, {"name": "side", "image": "nginx"}]})),
+            )
+            .transform(token_volume),
+            post(
+                "restricted-pod-quiet",
+                p,
+                pod("good", json!({"securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}}, "containers": [restricted_container]})),
+            )
+            .transform(token_volume),
+            post(
+                "baseline-breaker-refused",
+                p,
+                pod("bad", json!({
+                    "hostPID": true, "hostIPC": true,
+                    "securityContext": {"sysctls": [{"name": "net.core.somaxconn", "value": "1024"}, {"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}, {"name": "kernel.panic", "value": "1"}], "seLinuxOptions": {"type": "spc_t", "user": "u"}, "seccompProfile": {"type": "Unconfined"}},
+                    "volumes": [{"name": "root", "hostPath": {"path": "/"}}, {"name": "etc", "hostPath": {"path": "/etc"}}],
+                    "containers": [
+                        {"name": "a", "image": "nginx", "ports": [{"containerPort": 80, "hostPort": 80}, {"containerPort": 8080, "hostPort": 10000}],
+                         "securityContext": {"privileged": true, "capabilities": {"add": ["SYS_ADMIN", "CHOWN", "NET_RAW"]}, "seccompProfile": {"type": "Unconfined"}},
+                         "livenessProbe": {"httpGet": {"host": "localhost", "port": 80}}},
+                        {"name": "b", "image": "nginx", "ports": [{"containerPort": 81, "hostPort": 20}],
+                         "securityContext": {"privileged": true, "appArmorProfile": {"type": "Unconfined"}, "seLinuxOptions": {"role": "r"}},
+                         "lifecycle": {"preStop": {"tcpSocket": {"host": "127.0.0.1", "port": 1}}}},
+                    ]})),
+            ),
+            post(
+                "user-namespace-relaxes-baseline-proc-mount",
+                p,
+                pod("userns", json!({"hostUsers": false, "containers": [{"name": "a", "image": "nginx", "securityContext": {"procMount": "Unmasked"}}]})),
+            )
+            .transform(token_volume),
+            post(
+                "host-network-pod-rules",
+                p,
+                pod("hostnet", json!({
+                    "hostNetwork": true, "hostPID": true,
+                    "securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}, {"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}], "seLinuxOptions": {"type": "spc_t", "user": "u"}},
+                    "volumes": [{"name": "root", "hostPath": {"path": "/"}}, {"name": "etc", "hostPath": {"path": "/etc"}}],
+                    "containers": [
+                        {"name": "a", "image": "nginx", "ports": [{"containerPort": 80, "hostPort": 80}, {"containerPort": 8080, "hostPort": 10000}],
+                         "securityContext": {"privileged": true, "capabilities": {"add": ["SYS_ADMIN", "CHOWN", "NET_RAW"]}, "seccompProfile": {"type": "Unconfined"}, "procMount": "Unmasked"},
+                         "livenessProbe": {"httpGet": {"host": "localhost", "port": 80}}},
+                        {"name": "b", "image": "nginx", "ports": [{"containerPort": 81, "hostPort": 20}],
+                         "securityContext": {"privileged": true, "appArmorProfile": {"type": "Unconfined"}, "windowsOptions": {"hostProcess": false}},
+                         "lifecycle": {"preStop": {"tcpSocket": {"host": "127.0.0.1", "port": 1}}}},
+                    ]})),
+            ),
+            post(
+                "restricted-only-breaker-warned",
+                p,
+                pod("loose", json!({
+                    "securityContext": {"runAsNonRoot": false, "runAsUser": 0},
+                    "volumes": [{"name": "n", "nfs": {"server": "nfs.example", "path": "/x"}}, {"name": "c", "configMap": {"name": "x"}}],
+                    "containers": [
+                        {"name": "a", "image": "nginx", "securityContext": {"allowPrivilegeEscalation": true, "capabilities": {"add": ["CHOWN", "NET_BIND_SERVICE"]}, "seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}},
+                        {"name": "b", "image": "nginx", "securityContext": {"runAsNonRoot": true, "runAsUser": 0}},
+                    ]})),
+            )
+            .transform(token_volume),
+            post(
+                "windows-pod-warned",
+                p,
+                pod("win", json!({"os": {"name": "windows"}, "containers": [{"name": "app", "image": "nginx"}]})),
+            )
+            .transform(token_volume),
+            post(
+                "deployment-template-warned",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {
+                    "selector": {"matchLabels": {"app": "d"}},
+                    "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"hostNetwork": true, "containers": [{"name": "app", "image": "nginx"}]}}}}),
+            ),
+            post(
+                "cronjob-template-warned",
+                "/apis/batch/v1/namespaces/{ns}/cronjobs?dryRun=All",
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i", "securityContext": {"privileged": true}}]}}}}}}),
+            ),
+            post(
+                "existing-pod",
+                "/api/v1/namespaces/{ns}/pods",
+                pod("existing", json!({"containers": [{"name": "app", "image": "nginx"}]})),
+            )
+            .transform(token_volume)
+            .ignore("body.metadata.uid", "generated")
+            .ignore("body.metadata.resourceVersion", "server's counter")
+            .ignore("body.metadata.creationTimestamp", "time of the request")
+            .ignore("body.metadata.managedFields", "timestamps"),
+            patch(
+                "invalid-labels-refused",
+                ns,
+                merge,
+                labels(json!({
+                    "pod-security.kubernetes.io/enforce": "bogus",
+                    "pod-security.kubernetes.io/warn-version": "1.25",
+                })),
+            ),
+            patch(
+                "raise-enforce-warns-about-existing-pods",
+                ns,
+                merge,
+                labels(json!({"pod-security.kubernetes.io/enforce": "restricted"})),
+            ),
+            patch(
+                "insignificant-update-allowed",
+                "/api/v1/namespaces/{ns}/pods/existing",
+                merge,
+                json!({"metadata": {"labels": {"touched": "yes"}}}),
+            )
+            .transform(token_volume)
+            .ignore("body.metadata.uid", "generated")
+            .ignore("body.metadata.resourceVersion", "server's counter")
+            .ignore("body.metadata.creationTimestamp", "time of the request")
+            .ignore("body.metadata.managedFields", "timestamps"),
+            patch(
+                "image-change-refused",
+                "/api/v1/namespaces/{ns}/pods/existing",
+                "application/strategic-merge-patch+json",
+                json!({"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}),
+            ),
+            patch(
+                "versioned-warn",
+                ns,
+                merge,
+                labels(json!({
+                    "pod-security.kubernetes.io/enforce": "privileged",
+                    "pod-security.kubernetes.io/warn": "baseline",
+                    "pod-security.kubernetes.io/warn-version": "v1.30",
+                })),
+            ),
+            post(
+                "old-version-skips-newer-checks",
+                p,
+                pod("probe", json!({"containers": [{"name": "app", "image": "nginx", "readinessProbe": {"tcpSocket": {"host": "localhost", "port": 1}}, "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]})),
+            )
+            .transform(token_volume),
+        ],
+    }
+}

@@ -603,6 +603,8 @@ fn normalize_response(
     };
     let mut body = substitute_ns(body, ns);
     normalize(&mut body, None);
+    // Warnings may name the namespace too.
+    let h = substitute_ns(Value::Object(h), ns);
     json!({"status": code, "headers": h, "body": body})
 }
 
