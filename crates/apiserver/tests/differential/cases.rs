@@ -811,13 +811,11 @@ pub fn pod() -> Scenario {
                     "spec": {"containers": [{"name": "c", "image": "nginx:1.25", "ports": [{"containerPort": 80}],
                         "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}),
             )
-            .ignore("body.spec.volumes", SA_VOLUME)
-            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            .transform(token_volume),
             get("table", "/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dweb").table(),
             patch("patch-image", "/api/v1/namespaces/{ns}/pods/web", STRATEGIC,
                 json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.26"}]}}))
-            .ignore("body.spec.volumes", SA_VOLUME)
-            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME)
+            .transform(token_volume)
             .ignore("body.status", "the recording cluster's scheduler reports the pod unschedulable"),
         ],
     }
@@ -831,12 +829,10 @@ const PB: &str = "application/vnd.kubernetes.protobuf, application/json";
 pub fn builtin_protobuf() -> Scenario {
     let pods = "/api/v1/namespaces/{ns}/pods";
     let pod_ignores = |step: Step| {
-        step.ignore("body.spec.volumes", SA_VOLUME)
-            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME)
-            .ignore(
-                "body.status",
-                "the recording cluster's scheduler reports the pod unschedulable",
-            )
+        step.transform(token_volume).ignore(
+            "body.status",
+            "the recording cluster's scheduler reports the pod unschedulable",
+        )
     };
     Scenario {
         name: "builtin_protobuf",
@@ -857,14 +853,12 @@ pub fn builtin_protobuf() -> Scenario {
             pod_ignores(get("get-pod", &format!("{pods}/web")).header("Accept", PB)),
             get("list-pods", &format!("{pods}?labelSelector=app%3Dweb"))
                 .header("Accept", PB)
-                .ignore("body.items[name=web].spec.volumes", SA_VOLUME)
-                .ignore("body.items[name=web].spec.containers[name=c].volumeMounts", SA_VOLUME)
+                .transform(token_volume)
                 .ignore("body.items[name=web].status", "the recording cluster's scheduler reports the pod unschedulable"),
             get("watch-pods", &format!("{pods}?watch=1&timeoutSeconds=1&labelSelector=app%3Dweb"))
                 .header("Accept", PB)
                 .stream()
-                .ignore("body[0].object.spec.volumes", SA_VOLUME)
-                .ignore("body[0].object.spec.containers[name=c].volumeMounts", SA_VOLUME)
+                .transform(token_volume)
                 .ignore("body[0].object.status", "the recording cluster's scheduler reports the pod unschedulable"),
             post(
                 "create-secret",
@@ -1080,9 +1074,6 @@ pub fn quantities() -> Scenario {
         ],
     }
 }
-
-const SA_VOLUME: &str =
-    "the embedded server runs no pods and mounts no ServiceAccount token volume";
 
 /// Token and subject access reviews.
 pub fn reviews() -> Scenario {
@@ -1800,13 +1791,11 @@ pub fn status_metadata() -> Scenario {
             post("create-pod", "/api/v1/namespaces/{ns}/pods",
                 json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sm", "labels": {"app": "sm"}},
                     "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}))
-            .ignore("body.spec.volumes", SA_VOLUME)
-            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            .transform(token_volume),
             patch("pod-status", &format!("{pod}/status"), MERGE,
                 json!({"metadata": {"labels": {"changed": "yes"}, "annotations": {"note": "x"}, "ownerReferences": owner},
                     "status": {"message": "hello"}}))
-            .ignore("body.spec.volumes", SA_VOLUME)
-            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            .transform(token_volume),
             post("create-deployment", "/apis/apps/v1/namespaces/{ns}/deployments", paused),
             patch("deployment-status", &format!("{dep}/status"), MERGE,
                 json!({"metadata": meta.clone(), "status": {"observedGeneration": 1}}))
@@ -1923,14 +1912,12 @@ pub fn immutable_fields() -> Scenario {
             post("create-pod", "/api/v1/namespaces/{ns}/pods",
                 json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                     "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}))
-            .ignore("body.spec.volumes", SA_VOLUME)
-            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            .transform(token_volume),
             patch("pod-hostname", "/api/v1/namespaces/{ns}/pods/p", MERGE, json!({"spec": {"hostname": "x"}}))
                 .transform(first_line_of_message),
             patch("pod-image", "/api/v1/namespaces/{ns}/pods/p", STRATEGIC,
                 json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.26"}], "activeDeadlineSeconds": 60}}))
-            .ignore("body.spec.volumes", SA_VOLUME)
-            .ignore("body.spec.containers[name=c].volumeMounts", SA_VOLUME),
+            .transform(token_volume),
         ],
     }
 }
