@@ -80,6 +80,7 @@ scenarios!(
     status_validation,
     quota_and_limits,
     pod_security,
+    quota_scopes,
     leases_and_events,
     pagination,
 );

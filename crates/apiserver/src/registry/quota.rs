@@ -195,17 +195,131 @@ fn usage_of(resource: &str, group: &str, obj: &Value) -> BTreeMap<String, Amount
     out
 }
 
-fn applies(quota: &Value) -> bool {
-    quota
+/// A quota's scopes: `spec.scopes` (each as `Exists`) and the expressions of
+/// `spec.scopeSelector`, as (scope, operator, values).
+fn scopes(quota: &Value) -> Vec<(&str, &str, Vec<&str>)> {
+    let mut out: Vec<(&str, &str, Vec<&str>)> = quota
         .pointer("/spec/scopes")
-        .is_none_or(|s| s.as_array().is_none_or(Vec::is_empty))
-        && quota
-            .pointer("/spec/scopeSelector")
-            .is_none_or(Value::is_null)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|s| (s, "Exists", Vec::new()))
+        .collect();
+    for e in quota
+        .pointer("/spec/scopeSelector/matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let values = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push((
+            str_of(e, "/scopeName").unwrap_or(""),
+            str_of(e, "/operator").unwrap_or(""),
+            values,
+        ));
+    }
+    out
 }
 
-/// The usage of every resource in `hard` within namespace `ns`.
-fn used(storage: &Storage, ns: &str, hard: &Map<String, Value>) -> BTreeMap<String, Amount> {
+/// Whether a pod's QoS class is BestEffort: no container sets a non-zero CPU or memory
+/// request or limit (nor the pod, with pod-level resources).
+fn best_effort(pod: &Value) -> bool {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let set = |r: Option<&Value>| {
+        ["requests", "limits"].iter().any(|k| {
+            ["cpu", "memory"].iter().any(|res| {
+                r.and_then(|r| r.get(*k))
+                    .and_then(|m| m.get(*res))
+                    .and_then(Value::as_str)
+                    .is_some_and(|q| {
+                        let mut a = Amount::default();
+                        a.add(q);
+                        a.milli > 0
+                    })
+            })
+        })
+    };
+    let containers = ["initContainers", "containers"]
+        .iter()
+        .flat_map(|k| crate::registry::resources::items(spec, k));
+    !set(spec.get("resources")) && !containers.into_iter().any(|c| set(c.get("resources")))
+}
+
+/// Whether a pod has affinity terms that reach other namespaces.
+fn cross_namespace_affinity(pod: &Value) -> bool {
+    let affinity = pod.pointer("/spec/affinity").unwrap_or(&Value::Null);
+    ["podAffinity", "podAntiAffinity"].iter().any(|kind| {
+        let Some(a) = affinity.get(*kind) else {
+            return false;
+        };
+        let required = a
+            .get("requiredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
+        let preferred = a
+            .get("preferredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w.get("podAffinityTerm"));
+        required.chain(preferred).any(|t| {
+            t.get("namespaceSelector").is_some_and(|s| !s.is_null())
+                || t.get("namespaces")
+                    .and_then(Value::as_array)
+                    .is_some_and(|n| !n.is_empty())
+        })
+    })
+}
+
+/// Whether `quota` counts `obj` (of `resource` in `group`): a quota without scopes
+/// counts everything; one with scopes only the pods that match every scope.
+fn counts(quota: &Value, resource: &str, group: &str, obj: &Value) -> bool {
+    let scopes = scopes(quota);
+    if scopes.is_empty() {
+        return true;
+    }
+    if !(group.is_empty() && resource == "pods") {
+        return false;
+    }
+    let deadline = obj
+        .pointer("/spec/activeDeadlineSeconds")
+        .and_then(Value::as_i64);
+    scopes.iter().all(|(scope, op, values)| match *scope {
+        "Terminating" => deadline.is_some_and(|d| d >= 0),
+        "NotTerminating" => deadline.is_none(),
+        "BestEffort" => best_effort(obj),
+        "NotBestEffort" => !best_effort(obj),
+        "CrossNamespacePodAffinity" => cross_namespace_affinity(obj),
+        "PriorityClass" => {
+            let class = str_of(obj, "/spec/priorityClassName").unwrap_or("");
+            match *op {
+                "Exists" => !class.is_empty(),
+                "In" => values.contains(&class),
+                "NotIn" => !values.contains(&class),
+                // The class is always a key of the set matched, if empty.
+                _ => false,
+            }
+        }
+        _ => false,
+    })
+}
+
+/// The usage of every resource in `hard` within namespace `ns`, of the objects `quota`
+/// counts.
+fn used(
+    storage: &Storage,
+    ns: &str,
+    hard: &Map<String, Value>,
+    quota: &Value,
+) -> BTreeMap<String, Amount> {
     let mut totals: BTreeMap<String, Amount> = hard
         .keys()
         .map(|k| (k.clone(), Amount::default()))
@@ -216,6 +330,9 @@ fn used(storage: &Storage, ns: &str, hard: &Map<String, Value>) -> BTreeMap<Stri
             None => (String::new(), key.trim_start_matches('/').to_string()),
         };
         for obj in storage.list(&key, Some(ns)).0 {
+            if !counts(quota, &resource, &group, &obj) {
+                continue;
+            }
             for (name, a) in usage_of(&resource, &group, &obj) {
                 if let Some(t) = totals.get_mut(&name) {
                     *t = t.plus(a);
@@ -234,10 +351,10 @@ pub(crate) fn status(storage: &Storage, quota: &Value) -> Value {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    if hard.is_empty() || !applies(quota) {
+    if hard.is_empty() {
         return json!({});
     }
-    let used: Map<String, Value> = used(storage, ns, &hard)
+    let used: Map<String, Value> = used(storage, ns, &hard, quota)
         .into_iter()
         .map(|(k, a)| (k, json!(a.text())))
         .collect();
@@ -268,10 +385,12 @@ pub(crate) fn check_create(
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        if !applies(&quota) || !requested.keys().any(|k| hard.contains_key(k)) {
+        if !counts(&quota, &def.plural, &def.group, obj)
+            || !requested.keys().any(|k| hard.contains_key(k))
+        {
             continue;
         }
-        let now = used(storage, ns, &hard);
+        let now = used(storage, ns, &hard, &quota);
         let mut over: Vec<Over> = Vec::new();
         for (k, req) in &requested {
             let Some(limit) = hard.get(k).and_then(Value::as_str) else {
@@ -326,5 +445,26 @@ mod tests {
         assert_eq!(u["limits.memory"].text(), "512Mi");
         let t = Amount::default().plus(u["limits.memory"]);
         assert_eq!(t.text(), "512Mi");
+    }
+
+    #[test]
+    fn scoped_quotas_count_only_matching_pods() {
+        let q = |spec: Value| json!({"spec": spec});
+        let best_effort = json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "0"}}}]}});
+        let burstable = json!({"spec": {"priorityClassName": "gold", "containers": [{"name": "c", "resources": {"limits": {"memory": "1Gi"}}}],
+            "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {"topologyKey": "k", "namespaces": ["other"]}}]}}}});
+        let be = q(json!({"scopes": ["BestEffort"]}));
+        assert!(counts(&be, "pods", "", &best_effort));
+        assert!(!counts(&be, "pods", "", &burstable));
+        assert!(!counts(&be, "configmaps", "", &json!({})));
+        let not_in = q(
+            json!({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": ["gold"]}]}}),
+        );
+        assert!(!counts(&not_in, "pods", "", &burstable));
+        assert!(counts(&not_in, "pods", "", &best_effort));
+        let cross = q(json!({"scopes": ["CrossNamespacePodAffinity", "NotTerminating"]}));
+        assert!(counts(&cross, "pods", "", &burstable));
+        assert!(!counts(&cross, "pods", "", &best_effort));
+        assert!(counts(&q(json!({})), "configmaps", "", &json!({})));
     }
 }

@@ -554,6 +554,90 @@ fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
     }
 }
 
+/// `validateResourceQuotaScopes`: known scopes, each fitting every standard resource of
+/// `hard` (BestEffort only `pods`; the other pod scopes `pods` and CPU and memory), and
+/// no contradicting pair.
+fn quota_scopes(spec: &Value, causes: &mut Vec<StatusCause>) {
+    let Some(scopes) = spec.get("scopes").and_then(Value::as_array) else {
+        return;
+    };
+    if scopes.is_empty() {
+        return;
+    }
+    const STANDARD: &[&str] = &[
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.storage",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "pods",
+        "resourcequotas",
+        "services",
+        "replicationcontrollers",
+        "secrets",
+        "persistentvolumeclaims",
+        "configmaps",
+        "services.nodeports",
+        "services.loadbalancers",
+    ];
+    const COMPUTE: &[&str] = &[
+        "cpu",
+        "memory",
+        "limits.cpu",
+        "limits.memory",
+        "requests.cpu",
+        "requests.memory",
+    ];
+    let mut hard: Vec<&str> = spec
+        .get("hard")
+        .and_then(Value::as_object)
+        .map(|h| h.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    hard.sort_unstable();
+    let text = crate::error::go_json_text(&Value::Array(scopes.clone()));
+    let mut push = |why: &str| causes.push(invalid("spec.scopes", &text, why));
+    let names: Vec<&str> = scopes.iter().filter_map(Value::as_str).collect();
+    for scope in &names {
+        let pod_scope = matches!(
+            *scope,
+            "Terminating"
+                | "NotTerminating"
+                | "NotBestEffort"
+                | "PriorityClass"
+                | "CrossNamespacePodAffinity"
+        );
+        if !pod_scope && *scope != "BestEffort" && *scope != "VolumeAttributesClass" {
+            push("unsupported scope");
+        }
+        for k in &hard {
+            let standard = STANDARD.contains(k)
+                || k.starts_with("hugepages-")
+                || k.starts_with("requests.hugepages-");
+            let fits = match *scope {
+                "BestEffort" => *k == "pods",
+                _ if pod_scope => *k == "pods" || COMPUTE.contains(k),
+                _ => true,
+            };
+            if standard && !fits {
+                push("unsupported scope applied to resource");
+            }
+        }
+    }
+    for pair in [
+        ["BestEffort", "NotBestEffort"],
+        ["Terminating", "NotTerminating"],
+    ] {
+        if pair.iter().all(|p| names.contains(p)) {
+            push("conflicting scopes");
+        }
+    }
+}
+
 /// `validateHostNetwork` (a host port must be the container port) and the sysctls a
 /// pod sharing the host's network or IPC namespace may not set.
 fn host_namespace_rules(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
@@ -912,6 +996,7 @@ fn validate_rest(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) 
                     ));
                 }
             }
+            quota_scopes(spec, causes);
         }
         ("scheduling.k8s.io", "PriorityClass") => {
             let name = crate::registry::meta::meta_str(obj, "name").unwrap_or("");

@@ -3335,3 +3335,126 @@ pub fn pod_security() -> Scenario {
         ],
     }
 }
+
+/// ResourceQuota scopes: a quota with `scopes` or a `scopeSelector` counts only the pods
+/// that match them (BestEffort, NotBestEffort, Terminating, PriorityClass), in its
+/// status and in admission; a scope that does not fit the quota's resources is 422.
+pub fn quota_scopes() -> Scenario {
+    let ns = "/api/v1/namespaces/{ns}";
+    let quota = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec});
+    let pod = |name: &str, spec: Value| {
+        let mut s = json!({"containers": [{"name": "c", "image": "nginx"}]});
+        if let (Some(s), Some(extra)) = (s.as_object_mut(), spec.as_object()) {
+            for (k, v) in extra {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": s})
+    };
+    let cpu =
+        |c: &str| json!([{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": c}}}]);
+    const WRITERS: &str = "kube-controller-manager's quota controller and kube-apiserver's quota \
+                           admission each write status.used through the API, as timing has it";
+    let synced = |name: &'static str, step: &'static str| {
+        get(step, &format!("{ns}/resourcequotas/{name}"))
+            .until(|r| r.pointer("/body/status/used").is_some())
+            .ignore("body.metadata.managedFields", WRITERS)
+    };
+    let pods = format!("{ns}/pods");
+    let dry = format!("{ns}/pods?dryRun=All");
+    let quotas = format!("{ns}/resourcequotas");
+    Scenario {
+        name: "quota_scopes",
+        steps: vec![
+            post(
+                "best-effort",
+                &quotas,
+                quota(
+                    "best-effort",
+                    json!({"hard": {"pods": "1"}, "scopes": ["BestEffort"]}),
+                ),
+            ),
+            post(
+                "not-best-effort",
+                &quotas,
+                quota(
+                    "not-best-effort",
+                    json!({"hard": {"requests.cpu": "500m", "pods": "10"}, "scopes": ["NotBestEffort"]}),
+                ),
+            ),
+            post(
+                "terminating",
+                &quotas,
+                quota(
+                    "terminating",
+                    json!({"hard": {"pods": "0"}, "scopes": ["Terminating"]}),
+                ),
+            ),
+            post(
+                "critical",
+                &quotas,
+                quota(
+                    "critical",
+                    json!({"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["system-cluster-critical"]}]}}),
+                ),
+            ),
+            post(
+                "scope-misfit",
+                &quotas,
+                quota(
+                    "misfit",
+                    json!({"hard": {"cpu": "1"}, "scopes": ["BestEffort"]}),
+                ),
+            ),
+            synced("best-effort", "best-effort-synced"),
+            synced("not-best-effort", "not-best-effort-synced"),
+            synced("terminating", "terminating-synced"),
+            synced("critical", "critical-synced"),
+            post("best-effort-pod", &pods, pod("be1", json!({})))
+                .transform(token_volume)
+                .ignore("body.metadata.uid", "generated")
+                .ignore("body.metadata.resourceVersion", "server's counter")
+                .ignore("body.metadata.creationTimestamp", "time of the request")
+                .ignore("body.metadata.managedFields", "timestamps"),
+            get(
+                "best-effort-counted",
+                &format!("{ns}/resourcequotas/best-effort"),
+            )
+            .until(|r| r.pointer("/body/status/used/pods") == Some(&json!("1")))
+            .ignore("body.metadata.managedFields", WRITERS),
+            get(
+                "not-best-effort-unchanged",
+                &format!("{ns}/resourcequotas/not-best-effort"),
+            )
+            .ignore("body.metadata.managedFields", WRITERS),
+            post("second-best-effort-refused", &dry, pod("be2", json!({}))),
+            post(
+                "burstable-within",
+                &dry,
+                pod("b1", json!({"containers": cpu("100m")})),
+            )
+            .transform(token_volume),
+            post(
+                "burstable-over",
+                &dry,
+                pod("b2", json!({"containers": cpu("600m")})),
+            ),
+            post(
+                "terminating-refused",
+                &dry,
+                pod(
+                    "t",
+                    json!({"containers": cpu("100m"), "activeDeadlineSeconds": 60}),
+                ),
+            ),
+            post(
+                "critical-refused",
+                &dry,
+                pod(
+                    "p",
+                    json!({"containers": cpu("100m"), "priorityClassName": "system-cluster-critical"}),
+                ),
+            ),
+        ],
+    }
+}
