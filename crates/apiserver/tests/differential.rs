@@ -81,6 +81,7 @@ scenarios!(
     quota_and_limits,
     pod_security,
     quota_scopes,
+    limit_range_kinds,
     leases_and_events,
     pagination,
 );

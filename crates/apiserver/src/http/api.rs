@@ -1063,6 +1063,9 @@ impl ApiServer {
         if adm.is_some() && def.group.is_empty() && def.plural == "pods" {
             admission::pods::admit(self, def, ns, given.as_deref().unwrap_or(""), &mut obj).await?;
         }
+        if adm.is_some() && def.group.is_empty() && def.plural == "persistentvolumeclaims" {
+            admission::pods::limit_claim(self, def, ns, given.as_deref().unwrap_or(""), &obj)?;
+        }
         strategy.prepare_for_create(def, &mut obj);
         // A Service's cluster IP and node ports (before validation, as kube-apiserver's
         // BeginCreate), held for this write until it is stored or fails.

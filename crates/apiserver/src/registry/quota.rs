@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 /// A resource's usage: the sum in thousandths and the format of the first addend.
 #[derive(Clone, Copy, Default)]
-struct Amount {
-    milli: i128,
+pub(crate) struct Amount {
+    pub(crate) milli: i128,
     format: Option<QuantityFormat>,
 }
 
@@ -32,7 +32,7 @@ impl Amount {
         }
     }
 
-    fn add(&mut self, q: &str) {
+    pub(crate) fn add(&mut self, q: &str) {
         let Ok(q) = q.parse::<Quantity>() else { return };
         self.milli += i128::from(q.as_milli().unwrap_or(0));
         self.format.get_or_insert(q.format());
@@ -46,7 +46,7 @@ impl Amount {
     }
 
     /// Printed as Go's canonical Quantity: a binary suffix when exact, else decimal.
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         if self.format == Some(QuantityFormat::BinarySi) && self.milli % 1000 == 0 {
             let bytes = self.milli / 1000;
             if bytes == 0 {

@@ -3458,3 +3458,87 @@ pub fn quota_scopes() -> Scenario {
         ],
     }
 }
+
+/// LimitRanger beyond container defaults: a Container item's limit/request ratio, a Pod
+/// item's bounds on the pod's totals, and a PersistentVolumeClaim item's bounds on a
+/// claim's storage request (403 with upstream's texts; dry runs).
+pub fn limit_range_kinds() -> Scenario {
+    let ns = "/api/v1/namespaces/{ns}";
+    let pods = format!("{ns}/pods?dryRun=All");
+    let claims = format!("{ns}/persistentvolumeclaims?dryRun=All");
+    let pod = |name: &str, containers: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": containers}});
+    let c = |name: &str, requests: Value, limits: Value| json!({"name": name, "image": "nginx", "resources": {"requests": requests, "limits": limits}});
+    let claim = |name: &str, storage: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}})
+    };
+    Scenario {
+        name: "limit_range_kinds",
+        steps: vec![
+            post(
+                "limit-range",
+                &format!("{ns}/limitranges"),
+                json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"}, "spec": {"limits": [
+                    {"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}},
+                    {"type": "Pod", "max": {"memory": "1Gi"}, "min": {"cpu": "100m"}},
+                    {"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "5Gi"}},
+                ]}}),
+            ),
+            post(
+                "within",
+                &pods,
+                pod(
+                    "ok",
+                    json!([c(
+                        "a",
+                        json!({"cpu": "100m"}),
+                        json!({"cpu": "200m", "memory": "512Mi"})
+                    )]),
+                ),
+            )
+            .transform(token_volume),
+            post(
+                "ratio-over",
+                &pods,
+                pod(
+                    "ratio",
+                    json!([c(
+                        "a",
+                        json!({"cpu": "100m"}),
+                        json!({"cpu": "500m", "memory": "512Mi"})
+                    )]),
+                ),
+            ),
+            post(
+                "pod-total-over",
+                &pods,
+                pod(
+                    "total",
+                    json!([
+                        c(
+                            "a",
+                            json!({"cpu": "100m"}),
+                            json!({"cpu": "200m", "memory": "768Mi"})
+                        ),
+                        c(
+                            "b",
+                            json!({"cpu": "100m"}),
+                            json!({"cpu": "200m", "memory": "768Mi"})
+                        ),
+                    ]),
+                ),
+            ),
+            post(
+                "no-request",
+                &pods,
+                pod(
+                    "bare",
+                    json!([c("a", json!({}), json!({"memory": "256Mi"}))]),
+                ),
+            ),
+            post("claim-under", &claims, claim("small", "500Mi")),
+            post("claim-over", &claims, claim("big", "10Gi")),
+            post("claim-within", &claims, claim("fine", "2Gi")),
+        ],
+    }
+}

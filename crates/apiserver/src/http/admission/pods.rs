@@ -51,13 +51,56 @@ fn limit_ranger(
         })
         .filter(|l| l.get("type").and_then(Value::as_str) == Some("Container"))
         .collect();
-    if items.is_empty() {
-        return Ok(());
+    if !items.is_empty() {
+        container_defaults(pod, &items);
     }
+    // `PodValidateLimitFunc`: each Container item against every container (minima,
+    // maxima, limit/request ratios), each Pod item against the pod's totals.
+    let all: Vec<&Value> = ranges
+        .iter()
+        .flat_map(|r| {
+            crate::registry::resources::items(r.get("spec").unwrap_or(&Value::Null), "limits")
+        })
+        .collect();
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let mut errs: Vec<String> = Vec::new();
+    for l in &all {
+        match l.get("type").and_then(Value::as_str) {
+            Some("Container") => {
+                for list in ["containers", "initContainers"] {
+                    for c in crate::registry::resources::items(spec, list) {
+                        let get = |key: &str, r: &str| -> Option<String> {
+                            c.get("resources")?
+                                .get(key)?
+                                .get(r)?
+                                .as_str()
+                                .map(str::to_string)
+                        };
+                        constraints(l, "Container", &get, &mut errs);
+                    }
+                }
+            }
+            Some("Pod") => {
+                let totals = pod_totals(spec);
+                let get = |key: &str, r: &str| -> Option<String> {
+                    let i = usize::from(key == "limits");
+                    totals[i].get(r).map(|a| a.text())
+                };
+                constraints(l, "Pod", &get, &mut errs);
+            }
+            _ => {}
+        }
+    }
+    limit_errors(def, name, errs)
+}
+
+/// `defaultContainerResourceRequirements`: the Container items' defaults filled into
+/// every container that lacks them, with the `kubernetes.io/limit-ranger` annotation.
+fn container_defaults(pod: &mut Value, items: &[&Value]) {
     // `defaultContainerResourceRequirements`: the last range's value of a resource wins.
     let mut limits = Resources::new();
     let mut requests = Resources::new();
-    for l in &items {
+    for l in items {
         for (key, into) in [("defaultRequest", &mut requests), ("default", &mut limits)] {
             if let Some(m) = l.get(key).and_then(Value::as_object) {
                 into.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -126,56 +169,10 @@ fn limit_ranger(
             );
         }
     }
-    // `PodValidateLimitFunc` for containers: minima, then maxima.
-    let mut errs: Vec<String> = Vec::new();
-    for l in &items {
-        for list in ["containers", "initContainers"] {
-            for c in
-                crate::registry::resources::items(pod.get("spec").unwrap_or(&Value::Null), list)
-            {
-                let get = |key: &str, r: &str| -> Option<String> {
-                    c.pointer(&format!(
-                        "/resources/{key}/{}",
-                        r.replace('~', "~0").replace('/', "~1")
-                    ))
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                };
-                let q = |s: &str| s.parse::<kubewright_core::quantity::Quantity>().ok();
-                for bound in ["min", "max"] {
-                    for (r, enforced) in l
-                        .get(bound)
-                        .and_then(Value::as_object)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let enforced = enforced.as_str().unwrap_or("");
-                        let e = q(enforced);
-                        let (req, lim) = (get("requests", r), get("limits", r));
-                        let why = if bound == "min" {
-                            match (req, lim) {
-                                (None, _) => Some(".  No request is specified".to_string()),
-                                (Some(v), _) if q(&v) < e => Some(format!(", but request is {v}")),
-                                (_, Some(v)) if q(&v) < e => Some(format!(", but limit is {v}")),
-                                _ => None,
-                            }
-                        } else {
-                            match (req, lim) {
-                                (_, None) => Some(".  No limit is specified".to_string()),
-                                (_, Some(v)) if q(&v) > e => Some(format!(", but limit is {v}")),
-                                (Some(v), _) if q(&v) > e => Some(format!(", but request is {v}")),
-                                _ => None,
-                            }
-                        };
-                        if let Some(why) = why {
-                            let word = if bound == "min" { "minimum" } else { "maximum" };
-                            errs.push(format!("{word} {r} usage per Container is {enforced}{why}"));
-                        }
-                    }
-                }
-            }
-        }
-    }
+}
+
+/// LimitRanger's errors as one 403 (Go's aggregate: one alone, several in brackets).
+fn limit_errors(def: &ResourceDef, name: &str, errs: Vec<String>) -> Result<(), ApiError> {
     match errs.len() {
         0 => Ok(()),
         1 => Err(ApiError::forbidden_because(def, name, &errs[0])),
@@ -185,6 +182,171 @@ fn limit_ranger(
             &format!("[{}]", errs.join(", ")),
         )),
     }
+}
+
+fn quantity(s: &str) -> Option<kubewright_core::quantity::Quantity> {
+    s.parse().ok()
+}
+
+/// `minConstraint`, `maxConstraint` and `limitRequestRatioConstraint` of one LimitRange
+/// item over one container's (or the pod's) requests and limits.
+fn constraints(
+    item: &Value,
+    ty: &str,
+    get: &dyn Fn(&str, &str) -> Option<String>,
+    errs: &mut Vec<String>,
+) {
+    let bounds = |key: &str| {
+        item.get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(r, v)| (r.as_str(), v.as_str().unwrap_or("")))
+    };
+    for bound in ["min", "max"] {
+        for (r, enforced) in bounds(bound) {
+            let e = quantity(enforced);
+            let (req, lim) = (get("requests", r), get("limits", r));
+            let q = |v: &String| quantity(v);
+            let why = if bound == "min" {
+                match (req, lim) {
+                    (None, _) => Some(".  No request is specified".to_string()),
+                    (Some(v), _) if q(&v) < e => Some(format!(", but request is {v}")),
+                    (_, Some(v)) if q(&v) < e => Some(format!(", but limit is {v}")),
+                    _ => None,
+                }
+            } else {
+                match (req, lim) {
+                    (_, None) => Some(".  No limit is specified".to_string()),
+                    (_, Some(v)) if q(&v) > e => Some(format!(", but limit is {v}")),
+                    (Some(v), _) if q(&v) > e => Some(format!(", but request is {v}")),
+                    _ => None,
+                }
+            };
+            if let Some(why) = why {
+                let word = if bound == "min" { "minimum" } else { "maximum" };
+                errs.push(format!("{word} {r} usage per {ty} is {enforced}{why}"));
+            }
+        }
+    }
+    for (r, enforced) in bounds("maxLimitRequestRatio") {
+        let milli = |v: Option<String>| {
+            v.as_deref()
+                .and_then(quantity)
+                .and_then(|q| q.as_milli())
+                .unwrap_or(0)
+        };
+        let (req, lim) = (milli(get("requests", r)), milli(get("limits", r)));
+        let head = format!("{r} max limit to request ratio per {ty} is {enforced}");
+        if req == 0 {
+            errs.push(format!(
+                "{head}, but no request is specified or request is 0"
+            ));
+        } else if lim == 0 {
+            errs.push(format!("{head}, but no limit is specified or limit is 0"));
+        } else {
+            let ratio = lim as f64 / req as f64;
+            let max = quantity(enforced).and_then(|q| q.as_milli()).unwrap_or(0);
+            if ratio * 1000.0 > max as f64 {
+                errs.push(format!("{head}, but provided ratio is {ratio:.6}"));
+            }
+        }
+    }
+}
+
+/// A pod's requests and limits as the scheduler sums them: containers added up, an
+/// init container counting when larger (they run one by one), the overhead on top.
+fn pod_totals(
+    spec: &Value,
+) -> [std::collections::BTreeMap<String, crate::registry::quota::Amount>; 2] {
+    use crate::registry::quota::Amount;
+    let mut out: [std::collections::BTreeMap<String, Amount>; 2] = Default::default();
+    for (i, key) in ["requests", "limits"].iter().enumerate() {
+        let list = |c: &Value| -> Vec<(String, String)> {
+            c.get("resources")
+                .and_then(|r| r.get(*key))
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        };
+        let totals = &mut out[i];
+        for c in crate::registry::resources::items(spec, "containers") {
+            for (k, v) in list(c) {
+                totals.entry(k).or_default().add(&v);
+            }
+        }
+        for c in crate::registry::resources::items(spec, "initContainers") {
+            for (k, v) in list(c) {
+                let mut one = Amount::default();
+                one.add(&v);
+                let t = totals.entry(k).or_default();
+                if one.milli > t.milli {
+                    *t = one;
+                }
+            }
+        }
+        if let Some(overhead) = spec.get("overhead").and_then(Value::as_object) {
+            for (k, v) in overhead {
+                if let (Some(t), Some(v)) = (totals.get_mut(k), v.as_str()) {
+                    t.add(v);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// LimitRanger on a new PersistentVolumeClaim: each PersistentVolumeClaim item's
+/// minima and maxima against the claim's requests.
+pub(crate) fn limit_claim(
+    srv: &ApiServer,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    claim: &Value,
+) -> Result<(), ApiError> {
+    let ranges = srv.storage.list("/limitranges", Some(ns)).0;
+    let mut errs = Vec::new();
+    for l in ranges.iter().flat_map(|r| {
+        crate::registry::resources::items(r.get("spec").unwrap_or(&Value::Null), "limits")
+    }) {
+        if l.get("type").and_then(Value::as_str) != Some("PersistentVolumeClaim") {
+            continue;
+        }
+        let request = |r: &str| -> Option<String> {
+            claim
+                .pointer("/spec/resources/requests")?
+                .get(r)?
+                .as_str()
+                .map(str::to_string)
+        };
+        for bound in ["min", "max"] {
+            for (r, enforced) in l
+                .get(bound)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let enforced = enforced.as_str().unwrap_or("");
+                let e = quantity(enforced);
+                let why = match (bound, request(r)) {
+                    ("min", None) => Some(".  No request is specified".to_string()),
+                    ("min", Some(v)) if quantity(&v) < e => Some(format!(", but request is {v}")),
+                    ("max", Some(v)) if quantity(&v) > e => Some(format!(", but request is {v}")),
+                    _ => None,
+                };
+                if let Some(why) = why {
+                    let word = if bound == "min" { "minimum" } else { "maximum" };
+                    errs.push(format!(
+                        "{word} {r} usage per PersistentVolumeClaim is {enforced}{why}"
+                    ));
+                }
+            }
+        }
+    }
+    limit_errors(def, name, errs)
 }
 
 /// The `ServiceAccount` plugin.
