@@ -82,6 +82,7 @@ scenarios!(
     pod_security,
     quota_scopes,
     limit_range_kinds,
+    quota_updates,
     leases_and_events,
     pagination,
 );

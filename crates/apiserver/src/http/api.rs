@@ -1149,7 +1149,7 @@ impl ApiServer {
                 adm.attrs.object = None;
                 // The ResourceQuota plugin, last of the validating ones.
                 if let Some(why) =
-                    crate::registry::quota::check_create(&self.storage, def, ns, &obj)
+                    crate::registry::quota::check_write(&self.storage, def, ns, &obj, None)
                 {
                     return Err(ApiError::forbidden_because(def, &name, &why));
                 }
@@ -1443,6 +1443,16 @@ impl ApiServer {
                 admission::validate(self, adm).await?;
                 adm.attrs.object = None;
                 adm.attrs.old_object = None;
+                // The ResourceQuota plugin: what the update adds.
+                if let Some(why) = crate::registry::quota::check_write(
+                    &self.storage,
+                    def,
+                    ns,
+                    &plan.next,
+                    Some(&current),
+                ) {
+                    return Err(ApiError::forbidden_because(def, name, &why));
+                }
             }
             if plan.same {
                 return Ok((StatusCode::OK, current));

@@ -364,30 +364,56 @@ pub(crate) fn status(storage: &Storage, quota: &Value) -> Value {
 /// An exceeded resource: its name, the request, the usage and the hard limit as given.
 type Over = (String, Amount, Amount, String);
 
-/// The `ResourceQuota` admission of a new object: the error text when it would take a
-/// quota of its namespace past its hard limit.
-pub(crate) fn check_create(
+/// The `ResourceQuota` admission of a write: the error text when it would take a quota
+/// of its namespace past its hard limit. A create is charged what the object uses; an
+/// update what it uses beyond the object it replaces (a Service turned NodePort, a claim
+/// grown), or all of it when the quota did not count the old object.
+pub(crate) fn check_write(
     storage: &Storage,
     def: &ResourceDef,
     ns: &str,
     obj: &Value,
+    old: Option<&Value>,
 ) -> Option<String> {
     if !def.namespaced {
         return None;
     }
-    let requested = usage_of(&def.plural, &def.group, obj);
-    if requested.is_empty() {
+    let usage = usage_of(&def.plural, &def.group, obj);
+    if usage.is_empty() {
         return None;
     }
+    let before = old.map(|o| usage_of(&def.plural, &def.group, o));
     for quota in storage.list("/resourcequotas", Some(ns)).0 {
         let hard = quota
             .pointer("/spec/hard")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        if !counts(&quota, &def.plural, &def.group, obj)
-            || !requested.keys().any(|k| hard.contains_key(k))
-        {
+        if !counts(&quota, &def.plural, &def.group, obj) {
+            continue;
+        }
+        let counted_before = old
+            .zip(before.as_ref())
+            .filter(|(o, _)| counts(&quota, &def.plural, &def.group, o));
+        let requested: BTreeMap<String, Amount> = match counted_before {
+            None => usage.clone(),
+            Some((_, before)) => usage
+                .iter()
+                .filter_map(|(k, a)| {
+                    let grown = a.milli - before.get(k).map_or(0, |b| b.milli);
+                    (grown > 0).then(|| {
+                        (
+                            k.clone(),
+                            Amount {
+                                milli: grown,
+                                format: a.format,
+                            },
+                        )
+                    })
+                })
+                .collect(),
+        };
+        if !requested.keys().any(|k| hard.contains_key(k)) {
             continue;
         }
         let now = used(storage, ns, &hard, &quota);

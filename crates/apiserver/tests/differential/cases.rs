@@ -3542,3 +3542,60 @@ pub fn limit_range_kinds() -> Scenario {
         ],
     }
 }
+
+/// ResourceQuota on updates: a Service turned NodePort or LoadBalancer is charged the
+/// node ports and load balancers it adds (403 past the quota), and one that adds none
+/// passes.
+pub fn quota_updates() -> Scenario {
+    let ns = "/api/v1/namespaces/{ns}";
+    let svc = format!("{ns}/services/s");
+    let merge = "application/merge-patch+json";
+    Scenario {
+        name: "quota_updates",
+        steps: vec![
+            post(
+                "quota",
+                &format!("{ns}/resourcequotas"),
+                json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                    "spec": {"hard": {"services.nodeports": "1", "services.loadbalancers": "0", "services": "5"}}}),
+            ),
+            get("quota-synced", &format!("{ns}/resourcequotas/q"))
+                .until(|r| r.pointer("/body/status/used").is_some())
+                .ignore(
+                    "body.metadata.managedFields",
+                    "kube-controller-manager's quota controller and kube-apiserver's quota \
+                     admission each write status.used through the API, as timing has it",
+                ),
+            post(
+                "service",
+                &format!("{ns}/services"),
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                    "spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}}),
+            ),
+            patch(
+                "to-node-port-over",
+                &svc,
+                merge,
+                json!({"spec": {"type": "NodePort"}}),
+            ),
+            patch(
+                "to-load-balancer-over",
+                &svc,
+                merge,
+                json!({"spec": {"type": "LoadBalancer"}}),
+            ),
+            patch(
+                "one-port-less",
+                &svc,
+                "application/json-patch+json",
+                json!([{"op": "remove", "path": "/spec/ports/1"}]),
+            ),
+            patch(
+                "to-node-port-within",
+                &svc,
+                merge,
+                json!({"spec": {"type": "NodePort"}}),
+            ),
+        ],
+    }
+}
