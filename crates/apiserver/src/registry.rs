@@ -9,6 +9,7 @@ pub(crate) mod defaults;
 pub(crate) mod events;
 pub(crate) mod fields;
 pub(crate) mod filter;
+pub(crate) mod go_decode;
 pub(crate) mod go_time;
 pub(crate) mod immutable;
 pub(crate) mod meta;

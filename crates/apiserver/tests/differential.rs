@@ -83,6 +83,7 @@ scenarios!(
     quota_scopes,
     limit_range_kinds,
     quota_updates,
+    go_type_errors,
     leases_and_events,
     pagination,
 );

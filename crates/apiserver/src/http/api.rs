@@ -790,6 +790,13 @@ impl ApiServer {
                     def.kind, def.version, def.kind
                 ))
             };
+            // Go's decoder: a value of the wrong type first.
+            if let Some(e) =
+                crate::openapi::builtin_kind_definition(&def.group, &def.version, &def.kind)
+                    .and_then(|name| crate::registry::go_decode::type_error(name, &obj))
+            {
+                return Err(cannot_handle(e));
+            }
             if let Some(e) = crate::registry::schema::micro_time_error(
                 &obj,
                 crate::registry::schema::for_resource(def, None),

@@ -3599,3 +3599,89 @@ pub fn quota_updates() -> Scenario {
         ],
     }
 }
+
+/// Go's JSON type errors, as kube-apiserver's decoder words them: a value of the wrong
+/// kind for an integer, a string, a bool, a list, a map, a struct, a float given to an
+/// integer, the Quantity, IntOrString and Time decoders (dry-run creates).
+pub fn go_type_errors() -> Scenario {
+    Scenario {
+        name: "go_type_errors",
+        steps: vec![
+            post(
+                "replicas-string",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": "3", "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            post(
+                "containers-object",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": {"name": "c", "image": "i"}}}),
+            ),
+            post(
+                "labels-list",
+                "/api/v1/namespaces/{ns}/configmaps?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": ["a"]}}),
+            ),
+            post(
+                "data-number",
+                "/api/v1/namespaces/{ns}/configmaps?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": 1}}),
+            ),
+            post(
+                "port-string",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": "80"}]}]}}),
+            ),
+            post(
+                "bool-string",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"hostNetwork": "true", "containers": [{"name": "c", "image": "i"}]}}),
+            ),
+            post(
+                "spec-string",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": "x"}),
+            ),
+            post(
+                "image-number",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": 5}]}}),
+            ),
+            post(
+                "args-string",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "args": "x"}]}}),
+            ),
+            post(
+                "quantity-bool",
+                "/api/v1/namespaces/{ns}/pods?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"cpu": true}}}]}}),
+            ),
+            post(
+                "intorstring-bool",
+                "/api/v1/namespaces/{ns}/services?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80, "targetPort": true}]}}),
+            ),
+            post(
+                "name-number",
+                "/api/v1/namespaces/{ns}/configmaps?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": 5}}),
+            ),
+            post(
+                "replicas-float",
+                "/apis/apps/v1/namespaces/{ns}/deployments?dryRun=All",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1.5, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            ),
+            post(
+                "binarydata-number",
+                "/api/v1/namespaces/{ns}/configmaps?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "binaryData": {"a": 1}}),
+            ),
+            post(
+                "time-number",
+                "/api/v1/namespaces/{ns}/configmaps?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "creationTimestamp": 5}}),
+            ),
+        ],
+    }
+}
