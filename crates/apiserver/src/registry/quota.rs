@@ -1,6 +1,6 @@
 //! ResourceQuota usage, as kube-controller-manager's quota controller reports it
 //! (`status.hard`, `status.used`) and kube-apiserver's `ResourceQuota` admission plugin
-//! enforces it on creates ("exceeded quota: ...").
+//! enforces it on creates and on updates that add usage ("exceeded quota: ...").
 //!
 //! Counted: object counts (`pods` and `count/pods` for pods not yet finished,
 //! `services`, `services.nodeports`, `services.loadbalancers`, `configmaps`, `secrets`,
@@ -8,8 +8,9 @@
 //! `count/<resource>[.<group>]` for any kind), the compute resources of unfinished pods
 //! (`requests.cpu`, `cpu`, `requests.memory`, `memory`, `limits.cpu`, `limits.memory`,
 //! `requests.ephemeral-storage`, `limits.ephemeral-storage`) and claims' storage
-//! (`requests.storage`). Scopes and scope selectors are not evaluated: a quota with
-//! them reports and enforces nothing.
+//! (`requests.storage`). A quota with scopes or a scope selector counts only the pods
+//! that match them (BestEffort, NotBestEffort, Terminating, NotTerminating,
+//! PriorityClass, CrossNamespacePodAffinity).
 
 use crate::registry::ResourceDef;
 use crate::storage::Storage;
@@ -144,53 +145,59 @@ fn usage_of(resource: &str, group: &str, obj: &Value) -> BTreeMap<String, Amount
             out.insert("requests.storage".into(), a);
         }
         ("", "pods") => {
-            // Containers add up; an init container counts when larger (run one by one).
-            for (key, names) in [
-                (
-                    "requests",
-                    [
-                        "requests.cpu",
-                        "requests.memory",
-                        "requests.ephemeral-storage",
-                    ],
-                ),
-                (
-                    "limits",
-                    ["limits.cpu", "limits.memory", "limits.ephemeral-storage"],
-                ),
-            ] {
-                for (res, name) in ["cpu", "memory", "ephemeral-storage"].iter().zip(names) {
-                    let spec = obj.get("spec").unwrap_or(&Value::Null);
-                    let get = |c: &Value| -> Option<String> {
-                        c.pointer(&format!("/resources/{key}/{res}"))
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                    };
-                    let mut sum = Amount::default();
-                    for c in crate::registry::resources::items(spec, "containers") {
-                        if let Some(v) = get(c) {
-                            sum.add(&v);
-                        }
-                    }
-                    for c in crate::registry::resources::items(spec, "initContainers") {
-                        let mut one = Amount::default();
-                        if let Some(v) = get(c) {
-                            one.add(&v);
-                        }
-                        if one.milli > sum.milli {
-                            sum = one;
-                        }
-                    }
-                    if sum.format.is_some() {
-                        if key == "requests" {
-                            out.insert((*res).to_string(), sum);
-                        }
-                        out.insert(name.to_string(), sum);
-                    }
+            let [requests, limits] = pod_totals(obj.get("spec").unwrap_or(&Value::Null));
+            for res in ["cpu", "memory", "ephemeral-storage"] {
+                if let Some(a) = requests.get(res) {
+                    out.insert(res.to_string(), *a);
+                    out.insert(format!("requests.{res}"), *a);
+                }
+                if let Some(a) = limits.get(res) {
+                    out.insert(format!("limits.{res}"), *a);
                 }
             }
         }
         _ => {}
+    }
+    out
+}
+
+/// A pod's requests and limits as the scheduler sums them: containers added up, an
+/// init container counting when larger (they run one by one), the overhead on top.
+pub(crate) fn pod_totals(spec: &Value) -> [BTreeMap<String, Amount>; 2] {
+    let mut out: [BTreeMap<String, Amount>; 2] = Default::default();
+    for (i, key) in ["requests", "limits"].iter().enumerate() {
+        let list = |c: &Value| -> Vec<(String, String)> {
+            c.get("resources")
+                .and_then(|r| r.get(*key))
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        };
+        let totals = &mut out[i];
+        for c in crate::registry::resources::items(spec, "containers") {
+            for (k, v) in list(c) {
+                totals.entry(k).or_default().add(&v);
+            }
+        }
+        for c in crate::registry::resources::items(spec, "initContainers") {
+            for (k, v) in list(c) {
+                let mut one = Amount::default();
+                one.add(&v);
+                let t = totals.entry(k).or_default();
+                if one.milli > t.milli {
+                    *t = one;
+                }
+            }
+        }
+        if let Some(overhead) = spec.get("overhead").and_then(Value::as_object) {
+            for (k, v) in overhead {
+                if let (Some(t), Some(v)) = (totals.get_mut(k), v.as_str()) {
+                    t.add(v);
+                }
+            }
+        }
     }
     out
 }

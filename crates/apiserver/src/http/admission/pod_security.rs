@@ -307,17 +307,15 @@ fn pod(srv: &ApiServer, attrs: &Attributes, obj: &Value) -> Result<Vec<String>, 
 /// Whether a pod update is evaluated: container counts, an image, or an ephemeral
 /// container changed.
 fn significant_update(new: &Value, old: &Value) -> bool {
-    let list = |pod: &Value, key: &str| -> Vec<Value> {
-        pod.get("spec")
-            .and_then(|s| s.get(key))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let image = |c: &Value| c.get("image").cloned();
+    fn list<'a>(pod: &'a Value, key: &str) -> &'a [Value] {
+        crate::registry::resources::items(pod.get("spec").unwrap_or(&Value::Null), key)
+    }
+    fn image(c: &Value) -> Option<&Value> {
+        c.get("image")
+    }
     for key in ["containers", "initContainers"] {
         let (n, o) = (list(new, key), list(old, key));
-        if n.len() != o.len() || n.iter().zip(&o).any(|(a, b)| image(a) != image(b)) {
+        if n.len() != o.len() || n.iter().zip(o).any(|(a, b)| image(a) != image(b)) {
             return true;
         }
     }

@@ -1,7 +1,8 @@
 //! kube-apiserver's built-in admission plugins for pods created by clients:
 //! `LimitRanger` (the namespace's LimitRanges' container defaults filled in, with the
-//! `kubernetes.io/limit-ranger` annotation saying what was set; their container minima
-//! and maxima enforced), `ServiceAccount` (the pod's service account must exist, waiting a little for the
+//! `kubernetes.io/limit-ranger` annotation saying what was set; minima, maxima and
+//! limit/request ratios enforced on every container, and on the pod's totals for `Pod`
+//! items; [`limit_claim`] enforces storage bounds on new claims), `ServiceAccount` (the pod's service account must exist, waiting a little for the
 //! `default` one that a new namespace gets from its controller; its API token mounted
 //! as the projected `kube-api-access-<suffix>` volume in every container) and `Priority`
 //! (the priority and preemption policy come from the pod's PriorityClass, or a global
@@ -44,24 +45,17 @@ fn limit_ranger(
     pod: &mut Value,
 ) -> Result<(), ApiError> {
     let ranges = srv.storage.list("/limitranges", Some(ns)).0;
-    let items: Vec<&Value> = ranges
+    let all = limit_items(&ranges);
+    let container_items: Vec<&Value> = all
         .iter()
-        .flat_map(|r| {
-            crate::registry::resources::items(r.get("spec").unwrap_or(&Value::Null), "limits")
-        })
+        .copied()
         .filter(|l| l.get("type").and_then(Value::as_str) == Some("Container"))
         .collect();
-    if !items.is_empty() {
-        container_defaults(pod, &items);
+    if !container_items.is_empty() {
+        container_defaults(pod, &container_items);
     }
     // `PodValidateLimitFunc`: each Container item against every container (minima,
     // maxima, limit/request ratios), each Pod item against the pod's totals.
-    let all: Vec<&Value> = ranges
-        .iter()
-        .flat_map(|r| {
-            crate::registry::resources::items(r.get("spec").unwrap_or(&Value::Null), "limits")
-        })
-        .collect();
     let spec = pod.get("spec").unwrap_or(&Value::Null);
     let mut errs: Vec<String> = Vec::new();
     for l in &all {
@@ -81,7 +75,7 @@ fn limit_ranger(
                 }
             }
             Some("Pod") => {
-                let totals = pod_totals(spec);
+                let totals = crate::registry::quota::pod_totals(spec);
                 let get = |key: &str, r: &str| -> Option<String> {
                     let i = usize::from(key == "limits");
                     totals[i].get(r).map(|a| a.text())
@@ -254,48 +248,14 @@ fn constraints(
     }
 }
 
-/// A pod's requests and limits as the scheduler sums them: containers added up, an
-/// init container counting when larger (they run one by one), the overhead on top.
-fn pod_totals(
-    spec: &Value,
-) -> [std::collections::BTreeMap<String, crate::registry::quota::Amount>; 2] {
-    use crate::registry::quota::Amount;
-    let mut out: [std::collections::BTreeMap<String, Amount>; 2] = Default::default();
-    for (i, key) in ["requests", "limits"].iter().enumerate() {
-        let list = |c: &Value| -> Vec<(String, String)> {
-            c.get("resources")
-                .and_then(|r| r.get(*key))
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        };
-        let totals = &mut out[i];
-        for c in crate::registry::resources::items(spec, "containers") {
-            for (k, v) in list(c) {
-                totals.entry(k).or_default().add(&v);
-            }
-        }
-        for c in crate::registry::resources::items(spec, "initContainers") {
-            for (k, v) in list(c) {
-                let mut one = Amount::default();
-                one.add(&v);
-                let t = totals.entry(k).or_default();
-                if one.milli > t.milli {
-                    *t = one;
-                }
-            }
-        }
-        if let Some(overhead) = spec.get("overhead").and_then(Value::as_object) {
-            for (k, v) in overhead {
-                if let (Some(t), Some(v)) = (totals.get_mut(k), v.as_str()) {
-                    t.add(v);
-                }
-            }
-        }
-    }
-    out
+/// The items (`spec.limits`) of every LimitRange of a namespace.
+fn limit_items(ranges: &[std::sync::Arc<Value>]) -> Vec<&Value> {
+    ranges
+        .iter()
+        .flat_map(|r| {
+            crate::registry::resources::items(r.get("spec").unwrap_or(&Value::Null), "limits")
+        })
+        .collect()
 }
 
 /// LimitRanger on a new PersistentVolumeClaim: each PersistentVolumeClaim item's
@@ -309,9 +269,7 @@ pub(crate) fn limit_claim(
 ) -> Result<(), ApiError> {
     let ranges = srv.storage.list("/limitranges", Some(ns)).0;
     let mut errs = Vec::new();
-    for l in ranges.iter().flat_map(|r| {
-        crate::registry::resources::items(r.get("spec").unwrap_or(&Value::Null), "limits")
-    }) {
+    for l in limit_items(&ranges) {
         if l.get("type").and_then(Value::as_str) != Some("PersistentVolumeClaim") {
             continue;
         }
