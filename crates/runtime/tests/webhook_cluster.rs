@@ -13,11 +13,12 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kubewright_client::{Api, Error};
-use kubewright_core::{ObjectMeta, PostParams};
+use kubewright_core::{ObjectMeta, Patch, PatchParams, PostParams};
 use kubewright_runtime::webhook::{
     AdmissionRequest, HookOptions, Mutation, Verdict, WebhookClient, WebhookServer,
 };
 use kubewright_testing::TestEnv;
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,6 +38,23 @@ fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
         ),
         ..Default::default()
     }
+}
+
+/// The managers whose managedFields own `data.<key>` (`f:<key>`) of a ConfigMap.
+fn owners(cm: &ConfigMap, key: &str) -> Vec<String> {
+    cm.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:data"))
+                .and_then(|d| d.get(key))
+                .is_some()
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect()
 }
 
 /// Creates probes until `ready` says the configuration is in effect (a real API server
@@ -162,7 +180,37 @@ async fn the_api_server_calls_validating_and_mutating_webhooks() {
         .create(&PostParams::default(), &cm("good", &[("risky", "1")]))
         .await
         .unwrap();
-    assert_eq!(created.data.unwrap()["owner"], "team-a");
+    // The field manager runs before mutating admission: the writer owns what it sent,
+    // and what the webhook added is owned by no one.
+    assert_eq!(owners(&created, "f:owner"), Vec::<String>::new());
+    assert_eq!(owners(&created, "f:risky").len(), 1, "{created:?}");
+    assert_eq!(created.data.as_ref().unwrap()["owner"], "team-a");
+    // The same on an update: a patch that drops `owner` and adds `extra` owns `extra`;
+    // the webhook puts `owner` back, owned by no one.
+    let patched = cms
+        .patch(
+            "good",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"owner": null, "extra": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.as_ref().unwrap()["owner"], "team-a");
+    assert_eq!(owners(&patched, "f:owner"), Vec::<String>::new());
+    assert_eq!(owners(&patched, "f:extra").len(), 1, "{patched:?}");
+    // And on a server-side apply that creates the object.
+    let applied = cms
+        .patch(
+            "applied",
+            &PatchParams::apply("kw-applier"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "applied"}, "data": {"mine": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data.as_ref().unwrap()["owner"], "team-a");
+    assert_eq!(owners(&applied, "f:owner"), Vec::<String>::new());
+    assert_eq!(owners(&applied, "f:mine"), vec!["kw-applier".to_string()]);
     assert!(
         warnings
             .lock()

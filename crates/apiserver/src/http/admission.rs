@@ -4,10 +4,12 @@
 //! [`Attributes`] is what every admission step sees of a request (the `AdmissionRequest`
 //! of a webhook; `request`, `object`, `oldObject` of a policy's CEL).
 //!
-//! The write paths of `http/api.rs`, `http/patch.rs` and `http/delete.rs` call
-//! [`mutate`] on the decoded (and defaulted) object, then prepare and validate it as the
-//! registry does, then call [`validate`] on the object about to be stored, all for
-//! requests from clients. Writes of the server's own controllers (garbage collection,
+//! The write paths of `http/api.rs`, `http/patch.rs` and `http/delete.rs` run the
+//! built-in mutating plugins (`pods::mutate` on a new pod) and [`mutate`] on the decoded
+//! object, then take the writer's managedFields from the object as it was before
+//! mutation ([`Admission::basis`]), prepare and validate it as the registry does, then
+//! run the built-in validating plugins and [`validate`] on the object about to be
+//! stored, all for requests from clients. Writes of the server's own controllers (garbage collection,
 //! namespace deletion, the bootstrap policy) skip admission, like kube-apiserver's
 //! internal writes that do not go through its HTTP handlers.
 
@@ -129,6 +131,11 @@ impl Attributes {
 pub(crate) struct Admission {
     pub attrs: Attributes,
     pub warnings: Vec<String>,
+    /// The object as the writer sent it, kept when mutating admission changed it.
+    /// kube-apiserver's field manager records the writer's managedFields before
+    /// mutating admission runs, so what admission adds is owned by no one: the write
+    /// paths take the writer's fields from this object when it is set.
+    pub basis: Option<Value>,
 }
 
 impl Admission {
@@ -136,14 +143,16 @@ impl Admission {
         Self {
             attrs,
             warnings: Vec::new(),
+            basis: None,
         }
     }
 }
 
-/// Mutating admission: the mutating webhooks over `adm.attrs.object`. Whether they
-/// changed it.
+/// Mutating admission: the mutating webhooks over `adm.attrs.object` (the built-in
+/// mutating plugins, which run first, are the caller's). Whether they changed it; the
+/// object before the first change is kept in `adm.basis` unless that is already set.
 pub(crate) async fn mutate(srv: &ApiServer, adm: &mut Admission) -> Result<bool, ApiError> {
-    webhook::mutate(srv, &mut adm.attrs, &mut adm.warnings).await
+    webhook::mutate(srv, &mut adm.attrs, &mut adm.warnings, &mut adm.basis).await
 }
 
 /// Validating admission: PodSecurity, ValidatingAdmissionPolicies, then the validating

@@ -975,18 +975,30 @@ impl ApiServer {
             })
     }
 
-    /// Mutating admission of a write: the mutating webhooks over `obj` (`old`: the
-    /// current object of an update). An object a webhook changed is decoded again, as
-    /// kube-apiserver decodes the patched object (unknown fields dropped, custom resources
-    /// pruned).
+    /// Mutating admission of a write: the built-in mutating plugins (on a new pod), then
+    /// the mutating webhooks over `obj` (`old`: the current object of an update). An
+    /// object a webhook changed is decoded again, as kube-apiserver decodes the patched
+    /// object (unknown fields dropped, custom resources pruned). The object as the
+    /// writer sent it is kept in `adm.basis` when admission changed it.
     pub(crate) async fn admit_mutation(
         &self,
         def: &ResourceDef,
-        obj: Value,
+        mut obj: Value,
         old: Option<Value>,
         adm: &mut Admission,
         wo: &mut WriteOptions,
     ) -> Result<Value, ApiError> {
+        if adm.attrs.operation == Operation::Create
+            && def.group.is_empty()
+            && def.plural == "pods"
+            && adm.attrs.subresource.is_empty()
+        {
+            adm.basis = Some(obj.clone());
+            // The plugins see the decoded pod (a limit defaults its request).
+            decode_new(def, &mut obj);
+            let (ns, name) = (adm.attrs.namespace.clone(), adm.attrs.name.clone());
+            admission::pods::mutate(self, def, &ns, &name, &mut obj).await?;
+        }
         adm.attrs.object = Some(obj);
         adm.attrs.old_object = old;
         let changed = admission::mutate(self, adm).await?;
@@ -1048,31 +1060,33 @@ impl ApiServer {
             }
         }
         let ty = crate::registry::schema::for_resource(def, None);
+        // The writer's managedFields come from its object before mutating admission
+        // changed it (kube-apiserver's field manager runs first): what admission added
+        // is owned by no one.
+        let basis = adm.as_deref_mut().and_then(|a| a.basis.take());
         // An applier owns what it applied, not what the server defaults.
-        let applied = (operation == "Apply").then(|| fields::paths_of(&obj, ty));
+        let applied =
+            (operation == "Apply").then(|| fields::paths_of(basis.as_ref().unwrap_or(&obj), ty));
         // Decoding: what Go's omitempty drops, defaults, and the struct fields Go always
         // writes.
-        drop_go_empties(def, &mut obj);
-        strategy.default(def, &mut obj);
-        crate::registry::schema::default_keys(&mut obj, ty);
-        if def.crd.is_none() {
-            crate::registry::schema::fill_struct_fields(&mut obj, ty);
-        }
+        let decode = |obj: &mut Value| decode_new(def, obj);
+        decode(&mut obj);
         // An updater owns what the decoded object adds to an empty one.
         let owned = applied.unwrap_or_else(|| {
-            let mut c = fields::compare(&crate::registry::schema::zero_object(ty), &obj, ty);
+            let decoded_basis = basis.map(|mut b| {
+                decode(&mut b);
+                b
+            });
+            let mut c = fields::compare(
+                &crate::registry::schema::zero_object(ty),
+                decoded_basis.as_ref().unwrap_or(&obj),
+                ty,
+            );
             if def.has_status {
                 c.retain_root("status", false);
             }
             c.changed()
         });
-        // Built-in admission of a client's pod (after the writer's fields are taken).
-        if adm.is_some() && def.group.is_empty() && def.plural == "pods" {
-            admission::pods::admit(self, def, ns, given.as_deref().unwrap_or(""), &mut obj).await?;
-        }
-        if adm.is_some() && def.group.is_empty() && def.plural == "persistentvolumeclaims" {
-            admission::pods::limit_claim(self, def, ns, given.as_deref().unwrap_or(""), &obj)?;
-        }
         strategy.prepare_for_create(def, &mut obj);
         // A Service's cluster IP and node ports (before validation, as kube-apiserver's
         // BeginCreate), held for this write until it is stored or fails.
@@ -1149,6 +1163,13 @@ impl ApiServer {
             }
             crate::http::limits::validate_sizes(def, &obj)?;
             if let Some(adm) = adm.as_deref_mut() {
+                // LimitRanger's validation, first of the validating plugins.
+                if def.group.is_empty() && def.plural == "pods" {
+                    admission::pods::validate_limits(self, def, ns, &name, &obj)?;
+                }
+                if def.group.is_empty() && def.plural == "persistentvolumeclaims" {
+                    admission::pods::limit_claim(self, def, ns, &name, &obj)?;
+                }
                 adm.attrs.name = name.clone();
                 adm.attrs.object = Some(obj.clone());
                 adm.attrs.old_object = None;
@@ -1354,8 +1375,17 @@ impl ApiServer {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(def, name));
             };
-            let plan =
-                self.plan_update(def, ns, name, sub, &mut obj, wo, body_rv.as_deref(), cur)?;
+            let plan = self.plan_update(
+                def,
+                ns,
+                name,
+                sub,
+                &mut obj,
+                wo,
+                body_rv.as_deref(),
+                cur,
+                None,
+            )?;
             if plan.same {
                 result = Some((StatusCode::OK, (**cur).clone()));
                 return Ok(Mutation::Keep);
@@ -1415,6 +1445,7 @@ impl ApiServer {
             return Err(ApiError::not_found(def, name));
         }
         let body_rv = self.update_rv(def, name, &obj, is_put)?;
+        let basis = adm.as_deref_mut().and_then(|a| a.basis.take());
         loop {
             let Some(cur) = self.storage.get(&key, ns, name) else {
                 return Err(ApiError::not_found(def, name));
@@ -1430,6 +1461,7 @@ impl ApiServer {
                 wo,
                 body_rv.as_deref(),
                 &current,
+                basis.as_ref(),
             )?;
             // A Service's new cluster IP and node ports (kube-apiserver's BeginUpdate),
             // held for this attempt.
@@ -1539,6 +1571,7 @@ impl ApiServer {
         wo: &WriteOptions,
         body_rv: Option<&str>,
         cur: &Value,
+        basis: Option<&Value>,
     ) -> Result<UpdatePlan, ApiError> {
         if let Some(rv) = body_rv
             && meta_str(cur, "resourceVersion") != Some(rv)
@@ -1559,21 +1592,25 @@ impl ApiServer {
                 ),
             ));
         }
-        let mut next = merge_for_write(def, cur, obj, sub);
-        drop_go_empties(def, &mut next);
         let ty = crate::registry::schema::for_resource(def, None);
         let strategy = crate::registry::strategy::for_def(def);
-        if sub != Some("status") {
-            strategy.default(def, &mut next);
-        } else if def.group.is_empty() && def.plural == "services" {
-            // Defaulting runs on every decode, a status update's too.
-            crate::registry::defaults::load_balancer_ip_mode(&mut next);
-        }
-        crate::registry::schema::default_keys(&mut next, ty);
-        if def.crd.is_none() {
-            crate::registry::schema::fill_struct_fields(&mut next, ty);
-            crate::registry::schema::fill_go_unset(&mut next, ty);
-        }
+        let decode = |obj: &mut Value| {
+            let mut next = merge_for_write(def, cur, obj, sub);
+            drop_go_empties(def, &mut next);
+            if sub != Some("status") {
+                strategy.default(def, &mut next);
+            } else if def.group.is_empty() && def.plural == "services" {
+                // Defaulting runs on every decode, a status update's too.
+                crate::registry::defaults::load_balancer_ip_mode(&mut next);
+            }
+            crate::registry::schema::default_keys(&mut next, ty);
+            if def.crd.is_none() {
+                crate::registry::schema::fill_struct_fields(&mut next, ty);
+                crate::registry::schema::fill_go_unset(&mut next, ty);
+            }
+            next
+        };
+        let mut next = decode(obj);
         if let Some(crd) = &def.crd {
             crd.validate_rules(def, &next, Some(cur), &def.version)?;
         }
@@ -1608,10 +1645,13 @@ impl ApiServer {
                 return Err(ApiError::invalid(def, name, vec![cause.clone(), cause]));
             }
         }
-        // kube-apiserver's field manager sees the decoded request, before the kind's
-        // PrepareForUpdate (and a Service's allocations): what they set is not the
-        // writer's.
-        let decoded = (sub.is_none() && wo.apply.is_none()).then(|| next.clone());
+        // kube-apiserver's field manager sees the decoded request, before mutating
+        // admission (`basis`: the request before a webhook changed it), the kind's
+        // PrepareForUpdate and a Service's allocations: what they set is not the writer's.
+        let decoded = match basis {
+            Some(b) if wo.apply.is_none() => Some(decode(&mut b.clone())),
+            _ => (sub.is_none() && wo.apply.is_none()).then(|| next.clone()),
+        };
         strategy.prepare_for_update(def, cur, &mut next, sub);
         if sub.is_none() || sub == Some("status") {
             let causes = if sub.is_none() {
@@ -1810,6 +1850,18 @@ pub(crate) struct ListOptions {
     pub limit: usize,
     pub labels: kubewright_core::LabelSelector,
     pub fields: kubewright_core::FieldSelector,
+}
+
+/// Decoding of a new object as kube-apiserver's decoder leaves it: what Go's omitempty
+/// drops, the kind's defaults, and the struct fields Go always writes.
+fn decode_new(def: &ResourceDef, obj: &mut Value) {
+    let ty = crate::registry::schema::for_resource(def, None);
+    drop_go_empties(def, obj);
+    crate::registry::strategy::for_def(def).default(def, obj);
+    crate::registry::schema::default_keys(obj, ty);
+    if def.crd.is_none() {
+        crate::registry::schema::fill_struct_fields(obj, ty);
+    }
 }
 
 /// Merges an incoming object with the stored one for a write to the main resource or a

@@ -1,16 +1,18 @@
 //! kube-apiserver's built-in admission plugins for pods created by clients:
-//! `LimitRanger` (the namespace's LimitRanges' container defaults filled in, with the
-//! `kubernetes.io/limit-ranger` annotation saying what was set; minima, maxima and
-//! limit/request ratios enforced on every container, and on the pod's totals for `Pod`
-//! items; [`limit_claim`] enforces storage bounds on new claims), `ServiceAccount` (the pod's service account must exist, waiting a little for the
+//! `LimitRanger` (mutating: the namespace's LimitRanges' container defaults filled in,
+//! with the `kubernetes.io/limit-ranger` annotation saying what was set; validating:
+//! minima, maxima and limit/request ratios on every container, and on the pod's totals
+//! for `Pod` items, and [`limit_claim`]'s storage bounds on new claims),
+//! `ServiceAccount` (the pod's service account must exist, waiting a little for the
 //! `default` one that a new namespace gets from its controller; its API token mounted
 //! as the projected `kube-api-access-<suffix>` volume in every container) and `Priority`
 //! (the priority and preemption policy come from the pod's PriorityClass, or a global
 //! default one; a priority the pod states itself must be the computed one).
 //!
-//! They run after the writer's managedFields are taken, as kube-apiserver's mutating
-//! admission does: what they add is not the writer's. (The embedded server runs them
-//! after the mutating webhooks, where kube-apiserver runs them before.)
+//! [`mutate`] runs in the mutating phase, before the mutating webhooks (which see its
+//! result), and after the writer's managedFields are taken: what it adds is not the
+//! writer's. [`validate_limits`] and [`limit_claim`] run in the validating phase, after
+//! the registry's validation, as the first validating plugins.
 
 use crate::error::ApiError;
 use crate::http::api::ApiServer;
@@ -20,24 +22,9 @@ use std::time::Duration;
 
 const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// The three plugins, in kube-apiserver's order, on a pod about to be created.
-pub(crate) async fn admit(
-    srv: &ApiServer,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
-    pod: &mut Value,
-) -> Result<(), ApiError> {
-    limit_ranger(srv, def, ns, name, pod)?;
-    service_account(srv, def, ns, name, pod).await?;
-    priority(srv, def, name, pod)
-}
-
-type Resources = serde_json::Map<String, Value>;
-
-/// The `LimitRanger` plugin: defaults, then minima and maxima, of every `Container`
-/// item of the namespace's LimitRanges.
-fn limit_ranger(
+/// The mutating plugins, in kube-apiserver's order, on a pod about to be created:
+/// LimitRanger's defaults, ServiceAccount, Priority.
+pub(crate) async fn mutate(
     srv: &ApiServer,
     def: &ResourceDef,
     ns: &str,
@@ -45,17 +32,31 @@ fn limit_ranger(
     pod: &mut Value,
 ) -> Result<(), ApiError> {
     let ranges = srv.storage.list("/limitranges", Some(ns)).0;
-    let all = limit_items(&ranges);
-    let container_items: Vec<&Value> = all
-        .iter()
-        .copied()
+    let container_items: Vec<&Value> = limit_items(&ranges)
+        .into_iter()
         .filter(|l| l.get("type").and_then(Value::as_str) == Some("Container"))
         .collect();
     if !container_items.is_empty() {
         container_defaults(pod, &container_items);
     }
-    // `PodValidateLimitFunc`: each Container item against every container (minima,
-    // maxima, limit/request ratios), each Pod item against the pod's totals.
+    service_account(srv, def, ns, name, pod).await?;
+    priority(srv, def, name, pod)
+}
+
+type Resources = serde_json::Map<String, Value>;
+
+/// LimitRanger's validation of a pod about to be created (`PodValidateLimitFunc`): each
+/// Container item of the namespace's LimitRanges against every container (minima,
+/// maxima, limit/request ratios), each Pod item against the pod's totals.
+pub(crate) fn validate_limits(
+    srv: &ApiServer,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    pod: &Value,
+) -> Result<(), ApiError> {
+    let ranges = srv.storage.list("/limitranges", Some(ns)).0;
+    let all = limit_items(&ranges);
     let spec = pod.get("spec").unwrap_or(&Value::Null);
     let mut errs: Vec<String> = Vec::new();
     for l in &all {

@@ -590,6 +590,7 @@ pub(crate) async fn mutate(
     srv: &ApiServer,
     attrs: &mut Attributes,
     warnings: &mut Vec<String>,
+    basis: &mut Option<Value>,
 ) -> Result<bool, ApiError> {
     let hooks = hooks(srv, true);
     if hooks.is_empty() {
@@ -628,7 +629,7 @@ pub(crate) async fn mutate(
                 return Err(denied(&hook.name, answer.status.as_ref()));
             }
             let changed = match &answer.patch {
-                Some(p) => apply_patch(srv, hook, attrs, &inv, objects, p).await?,
+                Some(p) => apply_patch(srv, hook, attrs, &inv, objects, p, basis).await?,
                 None => false,
             };
             any_change |= changed;
@@ -652,6 +653,7 @@ async fn apply_patch(
     inv: &Invocation,
     objects: Objects,
     patch: &[u8],
+    basis: &mut Option<Value>,
 ) -> Result<bool, ApiError> {
     let ops: json_patch::Patch =
         serde_json::from_slice(patch).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -689,6 +691,9 @@ async fn apply_patch(
         .await?;
     }
     let changed = attrs.object.as_ref() != Some(&obj);
+    if changed && basis.is_none() {
+        *basis = attrs.object.clone();
+    }
     attrs.object = Some(obj);
     Ok(changed)
 }
