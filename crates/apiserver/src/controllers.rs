@@ -77,11 +77,15 @@ fn quotas(srv: &ApiServer) {
                 };
                 let mut next = (**cur).clone();
                 next["status"] = status.clone();
-                Ok(if next == **cur {
-                    Mutation::Keep
-                } else {
-                    Mutation::Put(next)
-                })
+                if next == **cur {
+                    return Ok(Mutation::Keep);
+                }
+                crate::registry::quota::record_status_write(
+                    cur,
+                    &mut next,
+                    "kube-controller-manager",
+                );
+                Ok(Mutation::Put(next))
             },
         );
     }

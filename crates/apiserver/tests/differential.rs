@@ -81,6 +81,7 @@ scenarios!(
     quota_and_limits,
     pod_security,
     quota_scopes,
+    quota_admission,
     limit_range_kinds,
     quota_updates,
     go_type_errors,

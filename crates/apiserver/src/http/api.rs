@@ -1177,7 +1177,7 @@ impl ApiServer {
                 adm.attrs.object = None;
                 // The ResourceQuota plugin, last of the validating ones.
                 if let Some(why) =
-                    crate::registry::quota::check_write(&self.storage, def, ns, &obj, None)
+                    crate::registry::quota::check_write(&self.storage, def, ns, &obj, None, dry_run)
                 {
                     return Err(ApiError::forbidden_because(def, &name, &why));
                 }
@@ -1489,6 +1489,7 @@ impl ApiServer {
                     ns,
                     &plan.next,
                     Some(&current),
+                    wo.dry_run,
                 ) {
                     return Err(ApiError::forbidden_because(def, name, &why));
                 }

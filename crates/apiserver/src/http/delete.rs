@@ -240,6 +240,7 @@ pub fn delete_obj(
 ) -> Result<(bool, Value), ApiError> {
     let is_ns = def.group.is_empty() && def.plural == "namespaces";
     let mut out: Option<(bool, Value)> = None;
+    let mut then_delete = false;
     let (stored, _) = srv.storage.mutate(&def.storage_key(), ns, name, |cur, _| {
         let Some(cur) = cur else { return Err(ApiError::not_found(def, name)) };
         if o.admitted_rv.is_some() && meta_str(cur, "resourceVersion") != o.admitted_rv.as_deref() {
@@ -286,6 +287,24 @@ pub fn delete_obj(
             return Ok(if o.dry_run || next == **cur { Mutation::Keep } else { Mutation::Put(next) });
         }
         let keep_ns = is_ns && next.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        // A pod is always deleted gracefully (its strategy's CheckGracefulDelete), with
+        // a period of 0 when it is not running: kube-apiserver first stores it marked
+        // (deletionTimestamp now, deletionGracePeriodSeconds 0, generation + 1), which
+        // watchers see as MODIFIED, then deletes it.
+        if fins.is_empty() && !being_deleted && def.group.is_empty() && def.plural == "pods" {
+            let m = meta_mut(&mut next);
+            m.insert("deletionTimestamp".into(), json!(meta::now_time()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if let Some(g) = m.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+                m.insert("generation".into(), json!(g + 1));
+            }
+            out = Some((true, next.clone()));
+            if o.dry_run {
+                return Ok(Mutation::Keep);
+            }
+            then_delete = true;
+            return Ok(Mutation::Put(next));
+        }
         if fins.is_empty() && !keep_ns {
             out = Some((true, next));
             return Ok(if o.dry_run { Mutation::Keep } else { Mutation::Delete });
@@ -330,6 +349,24 @@ pub fn delete_obj(
     })?;
     if let (Some(stored), Some((false, _)), false) = (&stored, &out, o.dry_run) {
         out = Some((false, (**stored).clone()));
+    }
+    if then_delete && let Some(marked) = stored {
+        // The marked pod (its uid the precondition), unless a writer added a finalizer
+        // in between: then the finalizer's owner finishes the deletion.
+        srv.storage.mutate(&def.storage_key(), ns, name, |cur, _| {
+            let finalized = |c: &Value| {
+                c.pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty())
+            };
+            Ok::<_, ApiError>(match cur {
+                Some(c) if meta_str(c, "uid") == meta_str(&marked, "uid") && !finalized(c) => {
+                    Mutation::Delete
+                }
+                _ => Mutation::Keep,
+            })
+        })?;
+        out = Some((true, (*marked).clone()));
     }
     if !o.dry_run {
         srv.after_write(def);

@@ -13,7 +13,7 @@
 //! PriorityClass, CrossNamespacePodAffinity).
 
 use crate::registry::ResourceDef;
-use crate::storage::Storage;
+use crate::storage::{Mutation, Storage};
 use kubewright_core::quantity::{Quantity, QuantityFormat};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -39,10 +39,17 @@ impl Amount {
         self.format.get_or_insert(q.format());
     }
 
+    /// The sum, in the format of the first addend, or of the second when the first is
+    /// zero (Go's `Quantity.Add`).
     fn plus(self, other: Amount) -> Amount {
+        let format = if self.milli == 0 {
+            other.format.or(self.format)
+        } else {
+            self.format.or(other.format)
+        };
         Amount {
             milli: self.milli + other.milli,
-            format: self.format.or(other.format),
+            format,
         }
     }
 
@@ -368,91 +375,289 @@ pub(crate) fn status(storage: &Storage, quota: &Value) -> Value {
     json!({"hard": hard, "used": used})
 }
 
-/// An exceeded resource: its name, the request, the usage and the hard limit as given.
-type Over = (String, Amount, Amount, String);
+/// Whether the quota evaluator of `resource` in `group` counts the resource `name`
+/// (upstream's `MatchingResources`): its object counts, and a pod's compute resources,
+/// a Service's node ports and load balancers, a claim's storage.
+fn evaluator_matches(resource: &str, group: &str, name: &str) -> bool {
+    if count_names(resource, group).iter().any(|n| n == name) {
+        return true;
+    }
+    match (group, resource) {
+        ("", "pods") => {
+            matches!(
+                name,
+                "cpu"
+                    | "memory"
+                    | "ephemeral-storage"
+                    | "requests.cpu"
+                    | "requests.memory"
+                    | "requests.ephemeral-storage"
+                    | "limits.cpu"
+                    | "limits.memory"
+                    | "limits.ephemeral-storage"
+            ) || name.starts_with("hugepages-")
+                || name.starts_with("requests.hugepages-")
+        }
+        ("", "services") => matches!(name, "services.nodeports" | "services.loadbalancers"),
+        ("", "persistentvolumeclaims") => {
+            name == "requests.storage"
+                || name.ends_with(".storageclass.storage.k8s.io/requests.storage")
+                || name.ends_with(".storageclass.storage.k8s.io/persistentvolumeclaims")
+        }
+        _ => false,
+    }
+}
 
-/// The `ResourceQuota` admission of a write: the error text when it would take a quota
-/// of its namespace past its hard limit. A create is charged what the object uses; an
-/// update what it uses beyond the object it replaces (a Service turned NodePort, a claim
-/// grown), or all of it when the quota did not count the old object.
+/// The pod evaluator's `Constraints`: when a quota limits cpu or memory, every
+/// container must state the request or limit it limits ("must specify limits.memory
+/// for: a,b; requests.cpu for: a").
+fn pod_constraints(pod: &Value, restricted: &[&str]) -> Option<String> {
+    const VALIDATED: [&str; 6] = [
+        "cpu",
+        "memory",
+        "requests.cpu",
+        "requests.memory",
+        "limits.cpu",
+        "limits.memory",
+    ];
+    let required: Vec<&str> = VALIDATED
+        .into_iter()
+        .filter(|r| restricted.contains(r))
+        .collect();
+    if required.is_empty() {
+        return None;
+    }
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let mut missing: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for list in ["containers", "initContainers"] {
+        for c in crate::registry::resources::items(spec, list) {
+            let has = |key: &str, r: &str| c.pointer(&format!("/resources/{key}/{r}")).is_some();
+            for r in &required {
+                let stated = match *r {
+                    "cpu" | "requests.cpu" => has("requests", "cpu"),
+                    "memory" | "requests.memory" => has("requests", "memory"),
+                    "limits.cpu" => has("limits", "cpu"),
+                    _ => has("limits", "memory"),
+                };
+                if !stated {
+                    missing
+                        .entry(r)
+                        .or_default()
+                        .insert(c.get("name").and_then(Value::as_str).unwrap_or(""));
+                }
+            }
+        }
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = missing
+        .iter()
+        .map(|(r, names)| {
+            format!(
+                "{r} for: {}",
+                names.iter().copied().collect::<Vec<_>>().join(",")
+            )
+        })
+        .collect();
+    Some(format!("must specify {}", parts.join("; ")))
+}
+
+/// A quota's `status.hard` or `status.used` as amounts.
+fn amounts(quota: &Value, field: &str) -> BTreeMap<String, Amount> {
+    quota
+        .pointer(&format!("/status/{field}"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let mut a = Amount::default();
+            a.add(v.as_str().unwrap_or(""));
+            (k.clone(), a)
+        })
+        .collect()
+}
+
+/// The `ResourceQuota` admission plugin on a write (kube-apiserver's `CheckRequest`),
+/// last of the validating plugins: the error text when the write is refused. Quotas
+/// are judged by what the quota controller last reported (`status.hard`, `status.used`),
+/// not by counting: a quota whose status does not cover a resource yet does not limit
+/// it, and one whose `used` lacks a resource it limits refuses ("status unknown"). A
+/// quota limiting cpu or memory requires every container of a new pod to state it. A
+/// create is charged what the object uses; an update of a Service or a claim what it
+/// uses beyond the object it replaces (other kinds are charged on create only). An
+/// admitted write (unless a dry run) adds its charge to the quotas' `status.used` at
+/// once, as kube-apiserver's own status update; the quota controller corrects it later.
 pub(crate) fn check_write(
     storage: &Storage,
     def: &ResourceDef,
     ns: &str,
     obj: &Value,
     old: Option<&Value>,
+    dry_run: bool,
 ) -> Option<String> {
-    if !def.namespaced {
+    let (resource, group) = (def.plural.as_str(), def.group.as_str());
+    let handles_update =
+        group.is_empty() && matches!(resource, "services" | "persistentvolumeclaims");
+    if !def.namespaced || (old.is_some() && !handles_update) {
         return None;
     }
-    let usage = usage_of(&def.plural, &def.group, obj);
-    if usage.is_empty() {
-        return None;
-    }
-    let before = old.map(|o| usage_of(&def.plural, &def.group, o));
-    for quota in storage.list("/resourcequotas", Some(ns)).0 {
-        let hard = quota
-            .pointer("/spec/hard")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        if !counts(&quota, &def.plural, &def.group, obj) {
+    let quotas = storage.list("/resourcequotas", Some(ns)).0;
+    let mut interesting: Vec<&Value> = Vec::new();
+    for quota in &quotas {
+        if !counts(quota, resource, group, obj) {
             continue;
         }
-        let counted_before = old
-            .zip(before.as_ref())
-            .filter(|(o, _)| counts(&quota, &def.plural, &def.group, o));
-        let requested: BTreeMap<String, Amount> = match counted_before {
-            None => usage.clone(),
-            Some((_, before)) => usage
-                .iter()
-                .filter_map(|(k, a)| {
-                    let grown = a.milli - before.get(k).map_or(0, |b| b.milli);
-                    (grown > 0).then(|| {
-                        (
-                            k.clone(),
-                            Amount {
-                                milli: grown,
-                                format: a.format,
-                            },
-                        )
-                    })
-                })
-                .collect(),
-        };
-        if !requested.keys().any(|k| hard.contains_key(k)) {
-            continue;
+        let name = crate::registry::meta::meta_str(quota, "name").unwrap_or("");
+        let hard = amounts(quota, "hard");
+        let restricted: Vec<&str> = hard
+            .keys()
+            .map(String::as_str)
+            .filter(|k| evaluator_matches(resource, group, k))
+            .collect();
+        if group.is_empty()
+            && resource == "pods"
+            && let Some(why) = pod_constraints(obj, &restricted)
+        {
+            return Some(format!("failed quota: {name}: {why}"));
         }
-        let now = used(storage, ns, &hard, &quota);
-        let mut over: Vec<Over> = Vec::new();
-        for (k, req) in &requested {
-            let Some(limit) = hard.get(k).and_then(Value::as_str) else {
-                continue;
-            };
-            let mut lim = Amount::default();
-            lim.add(limit);
-            let cur = now.get(k).copied().unwrap_or_default();
-            if req.milli > 0 && cur.plus(*req).milli > lim.milli {
-                over.push((k.clone(), *req, cur, limit.to_string()));
-            }
-        }
-        if !over.is_empty() {
-            let list = |f: &dyn Fn(&Over) -> String| {
-                over.iter()
-                    .map(|o| format!("{}={}", o.0, f(o)))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
-            let name = crate::registry::meta::meta_str(&quota, "name").unwrap_or("");
+        let used = quota.pointer("/status/used").and_then(Value::as_object);
+        if restricted
+            .iter()
+            .any(|k| !used.is_some_and(|u| u.contains_key(*k)))
+        {
             return Some(format!(
-                "exceeded quota: {name}, requested: {}, used: {}, limited: {}",
-                list(&|o| o.1.text()),
-                list(&|o| o.2.text()),
-                list(&|o| o.3.clone()),
+                "status unknown for quota: {name}, resources: {}",
+                restricted.join(",")
             ));
+        }
+        interesting.push(quota);
+    }
+    if interesting.is_empty() {
+        return None;
+    }
+    let mut delta = usage_of(resource, group, obj);
+    if let Some(old) = old {
+        let before = usage_of(resource, group, old);
+        for (k, a) in delta.iter_mut() {
+            a.milli = (a.milli - before.get(k).map_or(0, |b| b.milli)).max(0);
+        }
+    }
+    delta.retain(|_, a| a.milli != 0);
+    if delta.is_empty() {
+        return None;
+    }
+    // Each quota's charge: the delta of the resources its status limits.
+    let charge = |quota: &Value| -> BTreeMap<String, Amount> {
+        let hard = amounts(quota, "hard");
+        delta
+            .iter()
+            .filter(|(k, _)| hard.contains_key(*k))
+            .map(|(k, a)| (k.clone(), *a))
+            .collect()
+    };
+    let exceeded = |quota: &Value, requested: &BTreeMap<String, Amount>| -> Option<String> {
+        let hard = amounts(quota, "hard");
+        let used = amounts(quota, "used");
+        let over: Vec<&String> = requested
+            .iter()
+            .filter(|(k, a)| {
+                let now = used.get(*k).copied().unwrap_or_default();
+                now.plus(**a).milli > hard.get(*k).map_or(0, |h| h.milli)
+            })
+            .map(|(k, _)| k)
+            .collect();
+        if over.is_empty() {
+            return None;
+        }
+        let list = |f: &dyn Fn(&str) -> String| {
+            over.iter()
+                .map(|k| format!("{k}={}", f(k)))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let hard_text = |k: &str| {
+            quota
+                .pointer("/status/hard")
+                .and_then(|h| h.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        Some(format!(
+            "exceeded quota: {}, requested: {}, used: {}, limited: {}",
+            crate::registry::meta::meta_str(quota, "name").unwrap_or(""),
+            list(&|k| requested[k].text()),
+            list(&|k| used.get(k).copied().unwrap_or_default().text()),
+            list(&hard_text),
+        ))
+    };
+    let mut charges = Vec::new();
+    for quota in interesting {
+        let requested = charge(quota);
+        if requested.is_empty() {
+            continue;
+        }
+        if let Some(why) = exceeded(quota, &requested) {
+            return Some(why);
+        }
+        charges.push((quota, requested));
+    }
+    if dry_run {
+        return None;
+    }
+    for (quota, requested) in charges {
+        let name = crate::registry::meta::meta_str(quota, "name").unwrap_or("");
+        let written = storage.mutate::<Refused>("/resourcequotas", ns, name, |cur, _| {
+            let Some(cur) = cur else {
+                return Ok(Mutation::Keep);
+            };
+            // Charged against the quota as stored now (another write may have been
+            // charged since it was read).
+            if let Some(why) = exceeded(cur, &requested) {
+                return Err(Refused(why));
+            }
+            let mut used = amounts(cur, "used");
+            for (k, a) in &requested {
+                let u = used.entry(k.clone()).or_default();
+                *u = u.plus(*a);
+            }
+            let mut next = (**cur).clone();
+            next["status"]["used"] = used_json(&used);
+            record_status_write(cur, &mut next, "kube-apiserver");
+            Ok(Mutation::Put(next))
+        });
+        if let Err(Refused(why)) = written {
+            return Some(why);
         }
     }
     None
+}
+
+/// Why a quota's status update refused a charge (or the storage failed).
+struct Refused(String);
+
+impl From<crate::storage::StorageError> for Refused {
+    fn from(e: crate::storage::StorageError) -> Self {
+        Refused(e.to_string())
+    }
+}
+
+fn used_json(used: &BTreeMap<String, Amount>) -> Value {
+    Value::Object(
+        used.iter()
+            .map(|(k, a)| (k.clone(), json!(a.text())))
+            .collect(),
+    )
+}
+
+/// Records a write of a quota's status by `manager` in its managedFields, as the
+/// status subresource's field manager does.
+pub(crate) fn record_status_write(cur: &Value, next: &mut Value, manager: &str) {
+    let ty = crate::registry::schema::builtin_def("io.k8s.api.core.v1.ResourceQuota");
+    let mut changed = crate::registry::fields::compare(cur, next, ty);
+    changed.retain_root("status", true);
+    crate::registry::meta::record_update(next, manager, "v1", Some("status"), &changed);
 }
 
 #[cfg(test)]

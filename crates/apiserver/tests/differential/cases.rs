@@ -3459,6 +3459,91 @@ pub fn quota_scopes() -> Scenario {
     }
 }
 
+/// The ResourceQuota plugin as kube-apiserver runs it: a quota limiting cpu or memory
+/// requires every container to state them ("must specify", names sorted); an admitted
+/// pod is charged to `status.used` at once, by kube-apiserver's own status write (its
+/// managedFields entry beside the quota controller's); a dry run is not charged; the
+/// charge is judged against `status.used`; a deleted pod is given back by the
+/// controller, whose write then owns the fields.
+pub fn quota_admission() -> Scenario {
+    let ns = "/api/v1/namespaces/{ns}";
+    let pods = format!("{ns}/pods");
+    let quota_path = format!("{ns}/resourcequotas/compute");
+    let pod = |name: &str, init: Value, containers: Value| {
+        let mut spec = json!({"containers": containers});
+        if !init.is_null() {
+            spec["initContainers"] = init;
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+    };
+    let c = |name: &str, resources: Value| json!({"name": name, "image": "nginx", "resources": resources});
+    let full = |cpu: &str, mem: &str| json!([{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}, "limits": {"memory": mem}}}]);
+    let created = |step: Step| {
+        step.transform(token_volume)
+            .ignore("body.metadata.uid", "generated")
+            .ignore("body.metadata.creationTimestamp", "time of the request")
+    };
+    Scenario {
+        name: "quota_admission",
+        steps: vec![
+            post(
+                "quota",
+                &format!("{ns}/resourcequotas"),
+                json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute"},
+                    "spec": {"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "pods": "2"}}}),
+            ),
+            get("synced", &quota_path).until(|r| r.pointer("/body/status/used").is_some()),
+            post(
+                "bare-refused",
+                &pods,
+                pod(
+                    "bare",
+                    Value::Null,
+                    json!([{"name": "c", "image": "nginx"}]),
+                ),
+            ),
+            post(
+                "partial-refused",
+                &pods,
+                pod(
+                    "partial",
+                    json!([c("i", json!({}))]),
+                    json!([c("c", json!({"requests": {"cpu": "100m"}}))]),
+                ),
+            ),
+            created(post(
+                "dry-run",
+                &format!("{pods}?dryRun=All"),
+                pod("dry", Value::Null, full("600m", "256Mi")),
+            )),
+            get("dry-run-not-charged", &quota_path),
+            created(post(
+                "first",
+                &pods,
+                pod("p1", Value::Null, full("600m", "256Mi")),
+            )),
+            get("charged-at-once", &quota_path),
+            post(
+                "second-exceeds",
+                &pods,
+                pod("p2", Value::Null, full("600m", "256Mi")),
+            ),
+            created(post(
+                "fits",
+                &pods,
+                pod("p3", Value::Null, full("400m", "768Mi")),
+            )),
+            get("full", &quota_path),
+            delete("delete-first", &format!("{pods}/p1"))
+                .transform(token_volume)
+                .ignore("body.metadata.uid", "generated")
+                .ignore("body.metadata.creationTimestamp", "time of the request"),
+            get("given-back", &quota_path)
+                .until(|r| r.pointer("/body/status/used/pods") == Some(&json!("1"))),
+        ],
+    }
+}
+
 /// LimitRanger beyond container defaults: a Container item's limit/request ratio, a Pod
 /// item's bounds on the pod's totals, and a PersistentVolumeClaim item's bounds on a
 /// claim's storage request (403 with upstream's texts; dry runs).
