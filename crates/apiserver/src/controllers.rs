@@ -5,6 +5,7 @@
 
 pub(crate) mod bootstrap;
 pub(crate) mod disruption;
+pub(crate) mod gc;
 
 use crate::http::api::ApiServer;
 use crate::http::delete::{DeleteOptions, delete_obj};
@@ -12,7 +13,7 @@ use crate::registry::ResourceDef;
 use crate::registry::meta::{meta_mut, meta_str};
 use crate::storage::Mutation;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -48,7 +49,7 @@ pub async fn run(srv: Arc<ApiServer>, stop: CancellationToken) {
 pub fn reconcile_all(srv: &Arc<ApiServer>) {
     crds(srv);
     namespaces(srv);
-    gc(srv);
+    gc::collect(srv);
     crate::controllers::bootstrap::aggregate_cluster_roles(srv);
     disruption::reconcile(srv);
     service_ips(srv);
@@ -287,142 +288,6 @@ fn namespaces(srv: &Arc<ApiServer>) {
                 }
                 Ok(Mutation::Delete)
             });
-    }
-}
-
-struct Owner {
-    key: String,
-    namespace: String,
-    name: String,
-    deleting: bool,
-    finalizers: Vec<String>,
-    namespaced: bool,
-}
-
-fn gc(srv: &Arc<ApiServer>) {
-    let all = srv.storage.all_objects();
-    let mut owners: HashMap<String, Owner> = HashMap::new();
-    for (key, obj) in &all {
-        if let Some(uid) = meta_str(obj, "uid") {
-            owners.insert(
-                uid.to_string(),
-                Owner {
-                    key: key.clone(),
-                    namespace: meta_str(obj, "namespace").unwrap_or("").to_string(),
-                    name: meta_str(obj, "name").unwrap_or("").to_string(),
-                    deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
-                    finalizers: obj
-                        .pointer("/metadata/finalizers")
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|f| f.as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    namespaced: meta_str(obj, "namespace").is_some_and(|n| !n.is_empty()),
-                },
-            );
-        }
-    }
-    let mut blocked_owners: HashSet<String> = HashSet::new();
-    let mut orphaned_owners: HashSet<String> = HashSet::new();
-    for (key, obj) in &all {
-        let Some(refs) = obj
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-        else {
-            continue;
-        };
-        if refs.is_empty() {
-            continue;
-        }
-        let ns = meta_str(obj, "namespace").unwrap_or("").to_string();
-        let name = meta_str(obj, "name").unwrap_or("").to_string();
-        let mut live = 0;
-        let mut delete_me = false;
-        let mut strip: Vec<String> = Vec::new();
-        for r in refs {
-            let uid = r.get("uid").and_then(Value::as_str).unwrap_or("");
-            // An owner must be cluster-scoped or in the dependent's namespace.
-            match owners
-                .get(uid)
-                .filter(|o| !o.namespaced || o.namespace == ns)
-            {
-                None => {}
-                Some(o) => {
-                    live += 1;
-                    if o.deleting && o.finalizers.iter().any(|f| f == "foregroundDeletion") {
-                        delete_me = true;
-                        if r.get("blockOwnerDeletion") == Some(&json!(true)) {
-                            blocked_owners.insert(uid.to_string());
-                        }
-                    }
-                    if o.deleting && o.finalizers.iter().any(|f| f == "orphan") {
-                        strip.push(uid.to_string());
-                        orphaned_owners.insert(uid.to_string());
-                    }
-                }
-            }
-        }
-        if !strip.is_empty() {
-            let _ = srv.storage.mutate::<()>(key, &ns, &name, |cur, _| {
-                let Some(cur) = cur else {
-                    return Ok(Mutation::Keep);
-                };
-                let mut next = (**cur).clone();
-                if let Some(Value::Array(rs)) = next.pointer_mut("/metadata/ownerReferences") {
-                    rs.retain(|r| {
-                        !strip
-                            .iter()
-                            .any(|u| r.get("uid").and_then(Value::as_str) == Some(u))
-                    });
-                }
-                if next
-                    .pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| a.is_empty())
-                {
-                    meta_mut(&mut next).remove("ownerReferences");
-                }
-                Ok(Mutation::Put(next))
-            });
-            continue;
-        }
-        if (live == 0 || delete_me)
-            && obj.pointer("/metadata/deletionTimestamp").is_none()
-            && let Some(def) = def_for_key(srv, key)
-        {
-            let policy = if delete_me {
-                Some("Foreground".to_string())
-            } else {
-                None
-            };
-            let _ = delete_obj(
-                srv,
-                &def,
-                &ns,
-                &name,
-                &DeleteOptions {
-                    propagation: policy,
-                    ..Default::default()
-                },
-            );
-        }
-    }
-    for (uid, o) in &owners {
-        if o.deleting
-            && o.finalizers.iter().any(|f| f == "foregroundDeletion")
-            && !blocked_owners.contains(uid)
-        {
-            remove_finalizer(srv, &o.key, &o.namespace, &o.name, "foregroundDeletion");
-        }
-        if o.deleting
-            && o.finalizers.iter().any(|f| f == "orphan")
-            && !orphaned_owners.contains(uid)
-        {
-            remove_finalizer(srv, &o.key, &o.namespace, &o.name, "orphan");
-        }
     }
 }
 

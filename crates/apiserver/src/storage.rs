@@ -902,6 +902,22 @@ impl Storage {
         Ok((past, self.tx.subscribe(), inner.rv))
     }
 
+    /// The buffered events after revision `from` (all resources) and the current
+    /// revision, without subscribing.
+    pub fn events_after(&self, from: u64) -> Result<(Vec<Arc<Event>>, u64), TooOld> {
+        let inner = self.lock();
+        if from < inner.compacted {
+            return Err(TooOld {
+                oldest: inner.compacted,
+                current: inner.rv,
+            });
+        }
+        // History is in revision order: skip to the first event after `from`.
+        let start = inner.history.partition_point(|e| e.rv <= from);
+        let past = inner.history.range(start..).cloned().collect();
+        Ok((past, inner.rv))
+    }
+
     /// A snapshot of one resource plus a live receiver starting right after it.
     pub fn snapshot_and_watch(
         &self,
@@ -934,14 +950,16 @@ impl Storage {
             .collect()
     }
 
-    /// Every object of every resource (for the garbage collector).
-    pub fn all_objects(&self) -> Vec<(String, Arc<Value>)> {
+    /// Every object of every resource, with the revision they are current at (the
+    /// garbage collector's index is built from it).
+    pub fn all_objects(&self) -> (Vec<(String, Arc<Value>)>, u64) {
         let inner = self.lock();
-        inner
+        let all = inner
             .data
             .iter()
             .flat_map(|(k, objs)| objs.values().map(move |v| (k.clone(), v.clone())))
-            .collect()
+            .collect();
+        (all, inner.rv)
     }
 }
 

@@ -86,6 +86,8 @@ pub struct ApiServer {
     pub(crate) inflight: crate::http::limits::Inflight,
     /// Services' cluster IPs and node ports.
     pub(crate) service_alloc: crate::registry::service_alloc::ServiceAllocator,
+    /// The garbage collector's index of objects, kept between its passes.
+    pub(crate) gc_index: std::sync::Mutex<crate::controllers::gc::GcIndex>,
 }
 
 /// Where a resource request points.
@@ -139,6 +141,7 @@ impl ApiServer {
             issued_tokens: Default::default(),
             inflight: Default::default(),
             service_alloc: Default::default(),
+            gc_index: Default::default(),
             watch_epoch: tokio::sync::watch::Sender::new(0),
         });
         if s.options.default_namespaces {
