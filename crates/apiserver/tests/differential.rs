@@ -82,6 +82,7 @@ scenarios!(
     pod_security,
     quota_scopes,
     quota_admission,
+    endpoints_tables,
     limit_range_kinds,
     quota_updates,
     go_type_errors,

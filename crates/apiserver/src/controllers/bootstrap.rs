@@ -451,6 +451,119 @@ pub fn ensure_service_network(srv: &ApiServer) {
     );
 }
 
+/// The `default/kubernetes` Service's endpoints as kube-apiserver's endpoint reconciler
+/// keeps them at start: the Endpoints (`endpointslice.kubernetes.io/skip-mirror`) and
+/// the EndpointSlice (`kubernetes.io/service-name`) of the server's address and port,
+/// and the Service's `targetPort` set to that port. Existing objects are brought up to
+/// date (a persisted server restarted on another port); the EndpointSlice's
+/// generation counts its changes. Each carries the `kube-apiserver` managedFields entry
+/// of a real server.
+pub fn ensure_kubernetes_endpoints(srv: &ApiServer, addr: std::net::SocketAddr) {
+    let ip = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let port = addr.port();
+    let now = crate::registry::meta::now_time();
+    let managed = |api_version: &str, fields: Value| {
+        json!([{"apiVersion": api_version, "fieldsType": "FieldsV1", "fieldsV1": fields,
+            "manager": "kube-apiserver", "operation": "Update", "time": now}])
+    };
+    let https = json!([{"name": "https", "port": port, "protocol": "TCP"}]);
+    // The Service: its target port follows the server's.
+    let _ = srv
+        .storage
+        .mutate::<crate::storage::StorageError>("/services", "default", "kubernetes", |cur, _| {
+            let Some(cur) = cur else {
+                return Ok(Mutation::Keep);
+            };
+            let mut next = (**cur).clone();
+            if let Some(p) = next
+                .pointer_mut("/spec/ports/0/targetPort")
+                .filter(|p| **p != json!(port))
+            {
+                *p = json!(port);
+            }
+            if next.pointer("/metadata/managedFields").is_none() {
+                next["metadata"]["managedFields"] = managed(
+                    "v1",
+                    json!({"f:metadata": {"f:labels": {".": {}, "f:component": {}, "f:provider": {}}},
+                        "f:spec": {"f:clusterIP": {}, "f:internalTrafficPolicy": {}, "f:ipFamilyPolicy": {},
+                            "f:ports": {".": {}, "k:{\"port\":443,\"protocol\":\"TCP\"}": {".": {},
+                                "f:name": {}, "f:port": {}, "f:protocol": {}, "f:targetPort": {}}},
+                            "f:sessionAffinity": {}, "f:type": {}}}),
+                );
+            }
+            Ok(if next == **cur {
+                Mutation::Keep
+            } else {
+                Mutation::Put(next)
+            })
+        });
+    let endpoints = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+            "managedFields": managed("v1", json!({"f:metadata": {"f:labels": {".": {},
+                "f:endpointslice.kubernetes.io/skip-mirror": {}}}, "f:subsets": {}}))},
+        "subsets": [{"addresses": [{"ip": ip}], "ports": https}],
+    });
+    put_or_refresh(srv, "/endpoints", endpoints, &["subsets"], false);
+    if let Some(def) = srv.def("discovery.k8s.io", "v1", "endpointslices") {
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default", "generation": 1,
+                "labels": {"kubernetes.io/service-name": "kubernetes"},
+                "managedFields": managed("discovery.k8s.io/v1", json!({"f:addressType": {},
+                    "f:endpoints": {}, "f:metadata": {"f:labels": {".": {},
+                    "f:kubernetes.io/service-name": {}}}, "f:ports": {}}))},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+            "ports": https,
+        });
+        put_or_refresh(
+            srv,
+            &def.storage_key(),
+            slice,
+            &["endpoints", "ports"],
+            true,
+        );
+    }
+}
+
+/// Stores `obj` in `default` unless it exists; an existing one gets `obj`'s `fields`
+/// when they differ (and a new generation when `generation`).
+fn put_or_refresh(srv: &ApiServer, key: &str, obj: Value, fields: &[&str], generation: bool) {
+    let name = meta_str(&obj, "name").unwrap_or("").to_string();
+    if srv.storage.get(key, "default", &name).is_none() {
+        system_put(srv, key, "default", obj);
+        return;
+    }
+    let _ = srv
+        .storage
+        .mutate::<crate::storage::StorageError>(key, "default", &name, |cur, _| {
+            let Some(cur) = cur else {
+                return Ok(Mutation::Keep);
+            };
+            let mut next = (**cur).clone();
+            for f in fields {
+                next[*f] = obj[*f].clone();
+            }
+            if next == **cur {
+                return Ok(Mutation::Keep);
+            }
+            if generation {
+                let g = next
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                next["metadata"]["generation"] = json!(g + 1);
+            }
+            Ok(Mutation::Put(next))
+        });
+}
+
 /// The PriorityClasses kube-apiserver creates at start (`scheduling/bootstrap`).
 pub fn ensure_priority_classes(srv: &ApiServer) {
     let Some(def) = srv.def("scheduling.k8s.io", "v1", "priorityclasses") else {

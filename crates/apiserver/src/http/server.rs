@@ -250,6 +250,9 @@ impl ServerBuilder {
         };
         let token = self.options.tokens.first().cloned();
         let state = ApiServer::open(self.options)?;
+        if state.options.default_namespaces {
+            crate::controllers::bootstrap::ensure_kubernetes_endpoints(&state, local);
+        }
         // Register persisted CRDs and finish persisted deletions before serving.
         crate::controllers::reconcile_all(&state);
         let stop = CancellationToken::new();

@@ -147,6 +147,7 @@ pub fn for_def(def: &ResourceDef) -> &'static dyn Strategy {
         ("rbac.authorization.k8s.io", "roles" | "clusterroles") => &ROLE,
         ("storage.k8s.io", "storageclasses") => &STORAGE_CLASS,
         ("discovery.k8s.io", "endpointslices") => &ENDPOINT_SLICE,
+        ("", "endpoints") => &ENDPOINTS,
         ("scheduling.k8s.io", "priorityclasses") => &PRIORITY_CLASS,
         ("storage.k8s.io", "volumeattachments") => &VOLUME_ATTACHMENT,
         ("apiextensions.k8s.io", "customresourcedefinitions") => &CRD,
@@ -331,7 +332,33 @@ pub fn not_omitempty(group: &str, plural: &str) -> &'static [&'static str] {
 }
 
 // Their lists Go writes even when empty: `not_omitempty`.
-static ENDPOINT_SLICE: Kind = kind(Generation::SpecOrLabels);
+static ENDPOINT_SLICE: Kind = Kind {
+    // `SetDefaults_EndpointPort`: a port's name is "" and its protocol TCP.
+    defaults: Some(|o| {
+        if let Some(ports) = o.get_mut("ports").and_then(Value::as_array_mut) {
+            for p in ports.iter_mut().filter(|p| p.is_object()) {
+                crate::registry::defaults::set_default(p, "/name", json!(""));
+                crate::registry::defaults::set_default(p, "/protocol", json!("TCP"));
+            }
+        }
+    }),
+    ..kind(Generation::SpecOrLabels)
+};
+static ENDPOINTS: Kind = Kind {
+    // `SetDefaults_Endpoints`: a port's protocol is TCP.
+    defaults: Some(|o| {
+        if let Some(subsets) = o.get_mut("subsets").and_then(Value::as_array_mut) {
+            for ss in subsets {
+                if let Some(ports) = ss.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports.iter_mut().filter(|p| p.is_object()) {
+                        crate::registry::defaults::set_default(p, "/protocol", json!("TCP"));
+                    }
+                }
+            }
+        }
+    }),
+    ..kind(Generation::None)
+};
 static ROLE: Kind = kind(Generation::None);
 static STORAGE_CLASS: Kind = Kind {
     defaults: Some(|o| {

@@ -94,6 +94,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
             }
         }
         ("", "Service") => service(spec, causes),
+        ("discovery.k8s.io", "EndpointSlice") => endpoint_slice(obj, causes),
         ("autoscaling", "HorizontalPodAutoscaler") => hpa(spec, causes),
         ("policy", "PodDisruptionBudget") => pdb(spec, causes),
         ("networking.k8s.io", "Ingress")
@@ -1015,12 +1016,6 @@ fn validate_rest(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) 
                 ));
             }
         }
-        ("discovery.k8s.io", "EndpointSlice") => {
-            const TYPES: &[&str] = &["FQDN", "IPv4", "IPv6"];
-            if let Some(t) = str_at(obj, "addressType").filter(|t| !TYPES.contains(t)) {
-                causes.push(not_supported("addressType", t, TYPES));
-            }
-        }
         ("", "ConfigMap" | "Secret") => {
             for f in ["data", "binaryData"] {
                 for k in obj
@@ -1346,6 +1341,71 @@ pub(crate) fn validate_status(
             }
         }
         _ => {}
+    }
+}
+
+/// `ValidateEndpointSlice` (without the address checks): the address type, the ports'
+/// names (a DNS label when set, unique) and protocols, and each endpoint's address
+/// count.
+fn endpoint_slice(obj: &Value, causes: &mut Vec<StatusCause>) {
+    const TYPES: [&str; 3] = ["FQDN", "IPv4", "IPv6"];
+    match str_at(obj, "addressType") {
+        None | Some("") => causes.push(required("addressType")),
+        Some(t) if !TYPES.contains(&t) => causes.push(not_supported("addressType", t, &TYPES)),
+        Some(_) => {}
+    }
+    let mut ports = items(obj, "ports");
+    if ports.len() > 20000 {
+        causes.push(too_many("ports", ports.len(), 20000));
+        ports = &[];
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let name = str_at(p, "name").unwrap_or("");
+        if !name.is_empty() && !is_dns_label(name) {
+            causes.push(invalid(
+                &format!("ports[{i}].name"),
+                &go_quote(name),
+                crate::error::DNS_LABEL_ERROR,
+            ));
+        }
+        if names.contains(&name) {
+            causes.push(duplicate(&format!("ports[{i}].name"), &go_quote(name)));
+        } else {
+            names.push(name);
+        }
+        match str_at(p, "protocol") {
+            None => causes.push(required(&format!("ports[{i}].protocol"))),
+            Some(proto) if !["SCTP", "TCP", "UDP"].contains(&proto) => causes.push(not_supported(
+                &format!("ports[{i}].protocol"),
+                proto,
+                &["SCTP", "TCP", "UDP"],
+            )),
+            Some(_) => {}
+        }
+    }
+    let endpoints = items(obj, "endpoints");
+    if endpoints.len() > 1000 {
+        causes.push(too_many("endpoints", endpoints.len(), 1000));
+    } else {
+        for (i, e) in endpoints.iter().enumerate() {
+            let n = items(e, "addresses").len();
+            let field = format!("endpoints[{i}].addresses");
+            if n == 0 {
+                causes.push(required_why(&field, "must contain at least 1 address"));
+            } else if n > 100 {
+                causes.push(too_many(&field, n, 100));
+            }
+        }
+    }
+}
+
+/// `Too many: 3: must have at most 2 items`.
+fn too_many(field: &str, n: usize, max: usize) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueTooMany".into(),
+        message: format!("Too many: {n}: must have at most {max} items"),
+        field: field.into(),
     }
 }
 

@@ -3544,6 +3544,82 @@ pub fn quota_admission() -> Scenario {
     }
 }
 
+/// Endpoints and EndpointSlices as kubectl lists them: the printers' columns (at most
+/// three `ip:port` pairs or addresses, `+ N more...`, `<none>` and `<unset>`), and the
+/// `default/kubernetes` Endpoints and EndpointSlice kube-apiserver keeps (labels,
+/// managedFields; the address and port are the server's own).
+pub fn endpoints_tables() -> Scenario {
+    const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1";
+    let ns = "/api/v1/namespaces/{ns}";
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices";
+    let addrs = |ips: &[&str]| -> Value { ips.iter().map(|ip| json!({"ip": ip})).collect() };
+    let server_own = "the server's own address and port";
+    Scenario {
+        name: "endpoints_tables",
+        steps: vec![
+            post(
+                "endpoints",
+                &format!("{ns}/endpoints"),
+                json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "many"},
+                    "subsets": [
+                        {"addresses": addrs(&["10.1.0.1", "10.1.0.2"]),
+                         "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]},
+                        {"addresses": addrs(&["10.1.0.3", "fd00::1"]), "ports": [{"port": 90}]},
+                        {"notReadyAddresses": addrs(&["10.1.0.9"]), "ports": [{"port": 91}]}]}),
+            ),
+            post(
+                "endpoints-v6",
+                &format!("{ns}/endpoints"),
+                json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "v6"},
+                    "subsets": [{"addresses": addrs(&["fd00::2"]), "ports": [{"port": 443}]}]}),
+            ),
+            post(
+                "endpoints-empty",
+                &format!("{ns}/endpoints"),
+                json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "empty"}}),
+            ),
+            get("endpoints-table", &format!("{ns}/endpoints")).header("accept", TABLE),
+            post(
+                "slice",
+                slices,
+                json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": "many"}, "addressType": "IPv4",
+                    "ports": [{"name": "a", "port": 80}, {"name": "named"}, {}, {"name": "d", "port": 83}],
+                    "endpoints": [{"addresses": ["10.2.0.1"]}, {"addresses": ["10.2.0.2"]},
+                        {"addresses": ["10.2.0.3"]}, {"addresses": ["10.2.0.4"]}, {"addresses": ["10.2.0.5"]}]}),
+            ),
+            post(
+                "slice-invalid",
+                slices,
+                json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": "invalid"}, "addressType": "IPv5",
+                    "ports": [{"name": "a", "port": 80}, {"name": "a", "protocol": "HTTP"},
+                        {"name": "Bad_Name"}, {}, {"port": 1}],
+                    "endpoints": [{"addresses": []}, {"addresses": ["10.2.0.1"]}]}),
+            ),
+            post(
+                "slice-empty",
+                slices,
+                json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": "empty"}, "addressType": "IPv4", "endpoints": []}),
+            ),
+            get("slices-table", slices).header("accept", TABLE),
+            get(
+                "kubernetes-endpoints",
+                "/api/v1/namespaces/default/endpoints/kubernetes",
+            )
+            .ignore("body.subsets", server_own),
+            get(
+                "kubernetes-slice",
+                "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes",
+            )
+            .ignore("body.endpoints", server_own)
+            .ignore("body.ports", server_own)
+            .ignore("body.metadata.generation", "a real server's restarts"),
+        ],
+    }
+}
+
 /// LimitRanger beyond container defaults: a Container item's limit/request ratio, a Pod
 /// item's bounds on the pod's totals, and a PersistentVolumeClaim item's bounds on a
 /// claim's storage request (403 with upstream's texts; dry runs).
