@@ -83,6 +83,7 @@ scenarios!(
     quota_scopes,
     quota_admission,
     endpoints_tables,
+    printers,
     limit_range_kinds,
     quota_updates,
     go_type_errors,

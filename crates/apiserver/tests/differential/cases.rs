@@ -3620,6 +3620,667 @@ pub fn endpoints_tables() -> Scenario {
     }
 }
 
+/// kubectl's tables of the built-in kinds (`kubectl get`): one object of each kind
+/// with the fields its printer shows, listed as a Table (namespaced kinds) or fetched
+/// as one (cluster-scoped), cells compared (times masked).
+pub fn printers() -> Scenario {
+    const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1";
+    let ns = "{ns}";
+    let nsd = |gv: &str, plural: &str| {
+        if gv == "v1" {
+            format!("/api/v1/namespaces/{ns}/{plural}")
+        } else {
+            format!("/apis/{gv}/namespaces/{ns}/{plural}")
+        }
+    };
+    let cl = |gv: &str, plural: &str| {
+        if gv == "v1" {
+            format!("/api/v1/{plural}")
+        } else {
+            format!("/apis/{gv}/{plural}")
+        }
+    };
+    let obj = |gv: &str, kind: &str, name: &str, rest: Value| {
+        let mut o = json!({"apiVersion": gv, "kind": kind, "metadata": {"name": name}});
+        if let (Some(o), Some(r)) = (o.as_object_mut(), rest.as_object()) {
+            for (k, v) in r {
+                if k == "metadata" {
+                    if let (Some(m), Some(extra)) = (o["metadata"].as_object_mut(), v.as_object()) {
+                        m.extend(extra.clone());
+                    }
+                } else {
+                    o.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        o
+    };
+    // Writes: their bodies are other scenarios' subject (several of these kinds' defaults
+    // and controllers are not emulated: docs/testing.md).
+    let written = |st: Step| {
+        st.ignore(
+            "body",
+            "this scenario compares tables; the write's status code only",
+        )
+        .ignore(
+            "headers",
+            "this scenario compares tables; the write's status code only",
+        )
+    };
+    // Tables: the rows' objects carry the managedFields of a real cluster's controllers;
+    // cells their status writes fill are named per step.
+    let table = |st: Step| {
+        let controllers = "a real cluster's controllers write this status (the embedded server has no workload, PV or APF controllers)";
+        let st = st.header("accept", TABLE).ignore(
+            "body.rows[*].object",
+            "a real cluster's controllers write managedFields and status",
+        );
+        match st.name {
+            "replicasets-table" | "replicationcontrollers-table" => {
+                st.ignore("body.rows[*].cells[2]", controllers)
+            }
+            "jobs-table" => st.ignore("body.rows[*].cells[1]", controllers),
+            "persistentvolume-table" => st.ignore("body.rows[*].cells[4]", controllers),
+            "flowschema-table" => st.ignore("body.rows[*].cells[5]", controllers),
+            "resourcequotas-table" => st.ignore("body.rows[*].cells[1]", controllers),
+            "ipaddress-table" => st.ignore(
+                "body.rows[*].cells[2]",
+                "the age of the cluster's own Service IP (no Age column to mask it by)",
+            ),
+            _ => st,
+        }
+    };
+    let containers =
+        json!([{"name": "a", "image": "nginx:1.27"}, {"name": "b", "image": "busybox"}]);
+    let template =
+        json!({"metadata": {"labels": {"app": "x"}}, "spec": {"containers": containers}});
+    let job_template = json!({"spec": {"restartPolicy": "Never", "containers": containers}});
+    let mut steps = vec![
+        post(
+            "replicaset",
+            &nsd("apps/v1", "replicasets"),
+            obj(
+                "apps/v1",
+                "ReplicaSet",
+                "rs",
+                json!({"spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}, "template": template}}),
+            ),
+        ),
+        post(
+            "replicationcontroller",
+            &nsd("v1", "replicationcontrollers"),
+            obj(
+                "v1",
+                "ReplicationController",
+                "rc",
+                json!({"spec": {"replicas": 1, "selector": {"app": "x", "tier": "web"}, "template": {"metadata": {"labels": {"app": "x", "tier": "web"}}, "spec": {"containers": containers}}}}),
+            ),
+        ),
+        post(
+            "statefulset",
+            &nsd("apps/v1", "statefulsets"),
+            obj(
+                "apps/v1",
+                "StatefulSet",
+                "sts",
+                json!({"spec": {"replicas": 2, "serviceName": "s", "selector": {"matchLabels": {"app": "x"}}, "template": template}}),
+            ),
+        ),
+        post(
+            "daemonset",
+            &nsd("apps/v1", "daemonsets"),
+            obj(
+                "apps/v1",
+                "DaemonSet",
+                "ds",
+                json!({"spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "x"}}, "spec": {"nodeSelector": {"disk": "ssd", "zone": "a"}, "containers": containers}}}}),
+            ),
+        ),
+        post(
+            "job",
+            &nsd("batch/v1", "jobs"),
+            obj(
+                "batch/v1",
+                "Job",
+                "job",
+                json!({"spec": {"completions": 3, "parallelism": 2, "suspend": true, "template": job_template}}),
+            ),
+        ),
+        post(
+            "cronjob",
+            &nsd("batch/v1", "cronjobs"),
+            obj(
+                "batch/v1",
+                "CronJob",
+                "cj",
+                json!({"spec": {"schedule": "*/5 * * * *", "timeZone": "Etc/UTC", "suspend": true, "jobTemplate": {"spec": {"template": job_template}}}}),
+            ),
+        ),
+        post(
+            "cronjob-plain",
+            &nsd("batch/v1", "cronjobs"),
+            obj(
+                "batch/v1",
+                "CronJob",
+                "cj2",
+                json!({"spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": job_template}}}}),
+            ),
+        ),
+        post(
+            "pvc",
+            &nsd("v1", "persistentvolumeclaims"),
+            obj(
+                "v1",
+                "PersistentVolumeClaim",
+                "pvc",
+                json!({"spec": {"storageClassName": "standard", "accessModes": ["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"], "volumeMode": "Block", "resources": {"requests": {"storage": "1Gi"}}}}),
+            ),
+        ),
+        post(
+            "event",
+            &nsd("v1", "events"),
+            obj(
+                "v1",
+                "Event",
+                "ev",
+                json!({"involvedObject": {"kind": "Pod", "name": "p", "namespace": "{ns}", "fieldPath": "spec.containers{a}"},
+                "reason": "Pulled", "message": "pulled the image", "type": "Warning", "count": 3,
+                "source": {"component": "kubelet", "host": "node-1"},
+                "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:05:00Z"}),
+            ),
+        ),
+        post(
+            "event-plain",
+            &nsd("v1", "events"),
+            obj(
+                "v1",
+                "Event",
+                "ev2",
+                json!({"involvedObject": {"kind": "Pod", "name": "q", "namespace": "{ns}"}, "reason": "Started", "message": "m", "type": "Normal"}),
+            ),
+        ),
+        post(
+            "events-k8s-io",
+            &nsd("events.k8s.io/v1", "events"),
+            obj(
+                "events.k8s.io/v1",
+                "Event",
+                "ev3",
+                json!({"eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "example.com/c", "reportingInstance": "c-1",
+                "action": "Scaled", "reason": "Scaling", "type": "Normal", "note": "scaled up",
+                "regarding": {"kind": "Deployment", "name": "d", "namespace": "{ns}"}}),
+            ),
+        ),
+        post(
+            "ingress",
+            &nsd("networking.k8s.io/v1", "ingresses"),
+            obj(
+                "networking.k8s.io/v1",
+                "Ingress",
+                "ing",
+                json!({"spec": {"ingressClassName": "nginx", "tls": [{"hosts": ["a.example.com"]}], "rules": [
+                {"host": "a.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "s", "port": {"number": 80}}}}]}},
+                {"host": "b.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "s", "port": {"number": 80}}}}]}}]}}),
+            ),
+        ),
+        post(
+            "ingress-plain",
+            &nsd("networking.k8s.io/v1", "ingresses"),
+            obj(
+                "networking.k8s.io/v1",
+                "Ingress",
+                "ing2",
+                json!({"spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}),
+            ),
+        ),
+        post(
+            "hpa",
+            &nsd("autoscaling/v2", "horizontalpodautoscalers"),
+            obj(
+                "autoscaling/v2",
+                "HorizontalPodAutoscaler",
+                "hpa",
+                json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d", "apiVersion": "apps/v1"}, "minReplicas": 2, "maxReplicas": 5,
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                    {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "100Mi"}}}]}}),
+            ),
+        ),
+        post(
+            "pdb",
+            &nsd("policy/v1", "poddisruptionbudgets"),
+            obj(
+                "policy/v1",
+                "PodDisruptionBudget",
+                "pdb",
+                json!({"spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "x"}}}}),
+            ),
+        ),
+        post(
+            "pdb-max",
+            &nsd("policy/v1", "poddisruptionbudgets"),
+            obj(
+                "policy/v1",
+                "PodDisruptionBudget",
+                "pdb2",
+                json!({"spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "y"}}}}),
+            ),
+        ),
+        post(
+            "resourcequota",
+            &nsd("v1", "resourcequotas"),
+            obj(
+                "v1",
+                "ResourceQuota",
+                "rq",
+                json!({"spec": {"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "pods": "3"}}}),
+            ),
+        ),
+        post(
+            "rolebinding",
+            &nsd("rbac.authorization.k8s.io/v1", "rolebindings"),
+            obj(
+                "rbac.authorization.k8s.io/v1",
+                "RoleBinding",
+                "rb",
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}, {"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"},
+                    {"kind": "ServiceAccount", "name": "default", "namespace": "{ns}"}]}),
+            ),
+        ),
+        post(
+            "lease",
+            &nsd("coordination.k8s.io/v1", "leases"),
+            obj(
+                "coordination.k8s.io/v1",
+                "Lease",
+                "lease",
+                json!({"spec": {"holderIdentity": "me"}}),
+            ),
+        ),
+        post(
+            "networkpolicy",
+            &nsd("networking.k8s.io/v1", "networkpolicies"),
+            obj(
+                "networking.k8s.io/v1",
+                "NetworkPolicy",
+                "np",
+                json!({"spec": {"podSelector": {"matchLabels": {"app": "x"}}}}),
+            ),
+        ),
+        post(
+            "networkpolicy-all",
+            &nsd("networking.k8s.io/v1", "networkpolicies"),
+            obj(
+                "networking.k8s.io/v1",
+                "NetworkPolicy",
+                "np2",
+                json!({"spec": {"podSelector": {}}}),
+            ),
+        ),
+        post(
+            "controllerrevision",
+            &nsd("apps/v1", "controllerrevisions"),
+            obj(
+                "apps/v1",
+                "ControllerRevision",
+                "cr",
+                json!({"revision": 3, "data": {}}),
+            ),
+        ),
+        post(
+            "podtemplate",
+            &nsd("v1", "podtemplates"),
+            obj("v1", "PodTemplate", "pt", json!({"template": template})),
+        ),
+    ];
+    for (step, gv, plural) in [
+        ("replicasets-table", "apps/v1", "replicasets"),
+        (
+            "replicationcontrollers-table",
+            "v1",
+            "replicationcontrollers",
+        ),
+        ("statefulsets-table", "apps/v1", "statefulsets"),
+        ("daemonsets-table", "apps/v1", "daemonsets"),
+        ("jobs-table", "batch/v1", "jobs"),
+        ("cronjobs-table", "batch/v1", "cronjobs"),
+        ("pvcs-table", "v1", "persistentvolumeclaims"),
+        ("ingresses-table", "networking.k8s.io/v1", "ingresses"),
+        ("hpas-table", "autoscaling/v2", "horizontalpodautoscalers"),
+        ("pdbs-table", "policy/v1", "poddisruptionbudgets"),
+        ("resourcequotas-table", "v1", "resourcequotas"),
+        (
+            "rolebindings-table",
+            "rbac.authorization.k8s.io/v1",
+            "rolebindings",
+        ),
+        ("leases-table", "coordination.k8s.io/v1", "leases"),
+        (
+            "networkpolicies-table",
+            "networking.k8s.io/v1",
+            "networkpolicies",
+        ),
+        ("podtemplates-table", "v1", "podtemplates"),
+        ("limitranges-table", "v1", "limitranges"),
+    ] {
+        steps.push(table(get(step, &nsd(gv, plural))));
+    }
+    // Single objects (a real cluster's controllers add their own events and revisions).
+    for (step, path) in [
+        ("event-table", nsd("v1", "events/ev")),
+        ("event-plain-table", nsd("v1", "events/ev2")),
+        ("event-new-api-table", nsd("events.k8s.io/v1", "events/ev3")),
+        (
+            "controllerrevision-table",
+            nsd("apps/v1", "controllerrevisions/cr"),
+        ),
+        (
+            "ipaddress-table",
+            "/apis/networking.k8s.io/v1/ipaddresses/10.0.0.1".to_string(),
+        ),
+    ] {
+        steps.push(table(get(step, &path)));
+    }
+    let cluster: Vec<(&'static str, &'static str, &'static str, Value)> = vec![
+        (
+            "persistentvolume",
+            "v1",
+            "persistentvolumes",
+            obj(
+                "v1",
+                "PersistentVolume",
+                "{ns}-pv",
+                json!({"spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"], "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "standard", "claimRef": {"namespace": "{ns}", "name": "pvc"}, "hostPath": {"path": "/tmp"}}}),
+            ),
+        ),
+        (
+            "storageclass",
+            "storage.k8s.io/v1",
+            "storageclasses",
+            obj(
+                "storage.k8s.io/v1",
+                "StorageClass",
+                "{ns}-sc",
+                json!({"provisioner": "x.io/y", "reclaimPolicy": "Retain", "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": true}),
+            ),
+        ),
+        (
+            "priorityclass",
+            "scheduling.k8s.io/v1",
+            "priorityclasses",
+            obj(
+                "scheduling.k8s.io/v1",
+                "PriorityClass",
+                "{ns}-pc",
+                json!({"value": 5, "preemptionPolicy": "Never"}),
+            ),
+        ),
+        (
+            "ingressclass",
+            "networking.k8s.io/v1",
+            "ingressclasses",
+            obj(
+                "networking.k8s.io/v1",
+                "IngressClass",
+                "{ns}-ic",
+                json!({"spec": {"controller": "example.com/x", "parameters": {"apiGroup": "example.com", "kind": "Params", "name": "p"}}}),
+            ),
+        ),
+        (
+            "runtimeclass",
+            "node.k8s.io/v1",
+            "runtimeclasses",
+            obj(
+                "node.k8s.io/v1",
+                "RuntimeClass",
+                "{ns}-rc",
+                json!({"handler": "runc"}),
+            ),
+        ),
+        (
+            "clusterrolebinding",
+            "rbac.authorization.k8s.io/v1",
+            "clusterrolebindings",
+            obj(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "{ns}-crb",
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "ServiceAccount", "name": "a", "namespace": "{ns}"}, {"kind": "ServiceAccount", "name": "b", "namespace": "{ns}"}]}),
+            ),
+        ),
+        (
+            "validatingwebhookconfiguration",
+            "admissionregistration.k8s.io/v1",
+            "validatingwebhookconfigurations",
+            obj(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingWebhookConfiguration",
+                "{ns}-vwc",
+                json!({}),
+            ),
+        ),
+        (
+            "mutatingwebhookconfiguration",
+            "admissionregistration.k8s.io/v1",
+            "mutatingwebhookconfigurations",
+            obj(
+                "admissionregistration.k8s.io/v1",
+                "MutatingWebhookConfiguration",
+                "{ns}-mwc",
+                json!({}),
+            ),
+        ),
+        (
+            "validatingadmissionpolicy",
+            "admissionregistration.k8s.io/v1",
+            "validatingadmissionpolicies",
+            obj(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicy",
+                "{ns}-vap",
+                json!({"spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                    "matchConstraints": {"resourceRules": [{"apiGroups": ["example.invalid"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nothings"]}]},
+                    "validations": [{"expression": "true"}, {"expression": "1 == 1"}]}}),
+            ),
+        ),
+        (
+            "validatingadmissionpolicybinding",
+            "admissionregistration.k8s.io/v1",
+            "validatingadmissionpolicybindings",
+            obj(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicyBinding",
+                "{ns}-vapb",
+                json!({"spec": {"policyName": "{ns}-vap", "validationActions": ["Warn"], "paramRef": {"name": "cfg", "namespace": "{ns}", "parameterNotFoundAction": "Allow"}}}),
+            ),
+        ),
+        (
+            "csidriver",
+            "storage.k8s.io/v1",
+            "csidrivers",
+            obj(
+                "storage.k8s.io/v1",
+                "CSIDriver",
+                "{ns}.csi.example.com",
+                json!({"spec": {"attachRequired": false, "podInfoOnMount": true, "volumeLifecycleModes": ["Persistent", "Ephemeral"], "tokenRequests": [{"audience": "a"}], "requiresRepublish": true}}),
+            ),
+        ),
+        (
+            "csinode",
+            "storage.k8s.io/v1",
+            "csinodes",
+            obj(
+                "storage.k8s.io/v1",
+                "CSINode",
+                "{ns}-node",
+                json!({"spec": {"drivers": [{"name": "d.example.com", "nodeID": "n1"}, {"name": "e.example.com", "nodeID": "n1"}]}}),
+            ),
+        ),
+        (
+            "volumeattachment",
+            "storage.k8s.io/v1",
+            "volumeattachments",
+            obj(
+                "storage.k8s.io/v1",
+                "VolumeAttachment",
+                "{ns}-va",
+                json!({"spec": {"attacher": "x.example.com", "nodeName": "n", "source": {"persistentVolumeName": "pv"}}}),
+            ),
+        ),
+        (
+            "flowschema",
+            "flowcontrol.apiserver.k8s.io/v1",
+            "flowschemas",
+            obj(
+                "flowcontrol.apiserver.k8s.io/v1",
+                "FlowSchema",
+                "{ns}-fs",
+                json!({"spec": {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000, "distinguisherMethod": {"type": "ByUser"}}}),
+            ),
+        ),
+        (
+            "prioritylevelconfiguration",
+            "flowcontrol.apiserver.k8s.io/v1",
+            "prioritylevelconfigurations",
+            obj(
+                "flowcontrol.apiserver.k8s.io/v1",
+                "PriorityLevelConfiguration",
+                "{ns}-plc",
+                json!({"spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 7, "limitResponse": {"type": "Queue", "queuing": {"queues": 16, "handSize": 4, "queueLengthLimit": 20}}}}}),
+            ),
+        ),
+        (
+            "servicecidr",
+            "networking.k8s.io/v1",
+            "servicecidrs",
+            obj(
+                "networking.k8s.io/v1",
+                "ServiceCIDR",
+                "{ns}-cidr",
+                json!({"spec": {"cidrs": ["10.250.0.0/24"]}}),
+            ),
+        ),
+    ];
+    for (step, gv, plural, body) in &cluster {
+        steps.push(written(post(step, &cl(gv, plural), body.clone())));
+    }
+    let tables: [&'static str; 16] = [
+        "persistentvolume-table",
+        "storageclass-table",
+        "priorityclass-table",
+        "ingressclass-table",
+        "runtimeclass-table",
+        "clusterrolebinding-table",
+        "validatingwebhookconfiguration-table",
+        "mutatingwebhookconfiguration-table",
+        "validatingadmissionpolicy-table",
+        "validatingadmissionpolicybinding-table",
+        "csidriver-table",
+        "csinode-table",
+        "volumeattachment-table",
+        "flowschema-table",
+        "prioritylevelconfiguration-table",
+        "servicecidr-table",
+    ];
+    for ((_, gv, plural, body), step) in cluster.iter().zip(tables) {
+        let name = body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        steps.push(table(get(step, &format!("{}/{name}", cl(gv, plural)))));
+    }
+    for (step, gv, plural) in [
+        ("delete-persistentvolume", "v1", "persistentvolumes/{ns}-pv"),
+        (
+            "delete-storageclass",
+            "storage.k8s.io/v1",
+            "storageclasses/{ns}-sc",
+        ),
+        (
+            "delete-priorityclass",
+            "scheduling.k8s.io/v1",
+            "priorityclasses/{ns}-pc",
+        ),
+        (
+            "delete-ingressclass",
+            "networking.k8s.io/v1",
+            "ingressclasses/{ns}-ic",
+        ),
+        (
+            "delete-runtimeclass",
+            "node.k8s.io/v1",
+            "runtimeclasses/{ns}-rc",
+        ),
+        (
+            "delete-clusterrolebinding",
+            "rbac.authorization.k8s.io/v1",
+            "clusterrolebindings/{ns}-crb",
+        ),
+        (
+            "delete-vwc",
+            "admissionregistration.k8s.io/v1",
+            "validatingwebhookconfigurations/{ns}-vwc",
+        ),
+        (
+            "delete-mwc",
+            "admissionregistration.k8s.io/v1",
+            "mutatingwebhookconfigurations/{ns}-mwc",
+        ),
+        (
+            "delete-vapb",
+            "admissionregistration.k8s.io/v1",
+            "validatingadmissionpolicybindings/{ns}-vapb",
+        ),
+        (
+            "delete-vap",
+            "admissionregistration.k8s.io/v1",
+            "validatingadmissionpolicies/{ns}-vap",
+        ),
+        (
+            "delete-csidriver",
+            "storage.k8s.io/v1",
+            "csidrivers/{ns}.csi.example.com",
+        ),
+        ("delete-csinode", "storage.k8s.io/v1", "csinodes/{ns}-node"),
+        (
+            "delete-volumeattachment",
+            "storage.k8s.io/v1",
+            "volumeattachments/{ns}-va",
+        ),
+        (
+            "delete-flowschema",
+            "flowcontrol.apiserver.k8s.io/v1",
+            "flowschemas/{ns}-fs",
+        ),
+        (
+            "delete-plc",
+            "flowcontrol.apiserver.k8s.io/v1",
+            "prioritylevelconfigurations/{ns}-plc",
+        ),
+        (
+            "delete-servicecidr",
+            "networking.k8s.io/v1",
+            "servicecidrs/{ns}-cidr",
+        ),
+    ] {
+        steps.push(written(delete(step, &cl(gv, plural))));
+    }
+    // The namespaced creates: only their status codes are this scenario's.
+    let n = steps
+        .iter()
+        .position(|st| st.name == "replicasets-table")
+        .unwrap_or(0);
+    for st in steps.iter_mut().take(n) {
+        *st = written(std::mem::replace(st, get("", "")));
+    }
+    Scenario {
+        name: "printers",
+        steps,
+    }
+}
+
 /// LimitRanger beyond container defaults: a Container item's limit/request ratio, a Pod
 /// item's bounds on the pod's totals, and a PersistentVolumeClaim item's bounds on a
 /// claim's storage request (403 with upstream's texts; dry runs).

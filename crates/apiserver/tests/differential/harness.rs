@@ -794,10 +794,16 @@ pub fn normalize(v: &mut Value, key: Option<&str>) {
                     for row in rows {
                         if let Some(cells) = row.get_mut("cells").and_then(Value::as_array_mut) {
                             for (i, c) in cells.iter_mut().enumerate() {
+                                let col = cols.get(i).map(String::as_str);
+                                if matches!(col, Some("Age" | "Cluster-IP")) {
+                                    *c = json!("<varies>");
+                                }
+                                // Times since: the placeholders for none stay.
                                 if matches!(
-                                    cols.get(i).map(String::as_str),
-                                    Some("Age" | "Cluster-IP")
-                                ) {
+                                    col,
+                                    Some("Last Seen" | "First Seen" | "Duration" | "Last Schedule")
+                                ) && !matches!(c.as_str(), Some("<unknown>" | "<none>" | ""))
+                                {
                                     *c = json!("<varies>");
                                 }
                             }
