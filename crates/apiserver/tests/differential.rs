@@ -84,6 +84,7 @@ scenarios!(
     quota_admission,
     endpoints_tables,
     printers,
+    kind_defaults,
     limit_range_kinds,
     quota_updates,
     go_type_errors,

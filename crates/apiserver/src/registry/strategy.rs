@@ -141,9 +141,14 @@ pub fn for_def(def: &ResourceDef) -> &'static dyn Strategy {
         ("networking.k8s.io", "ingresses") => &INGRESS,
         ("networking.k8s.io", "networkpolicies") => &NETWORK_POLICY,
         ("flowcontrol.apiserver.k8s.io", "flowschemas") => &FLOW_SCHEMA,
-        ("networking.k8s.io", "ingressclasses")
-        | ("admissionregistration.k8s.io", _)
-        | ("flowcontrol.apiserver.k8s.io", _) => &TRACKS_SPEC,
+        ("networking.k8s.io", "ingressclasses") => &INGRESS_CLASS,
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies" | "validatingadmissionpolicybindings",
+        ) => &ADMISSION_POLICY,
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => &PRIORITY_LEVEL,
+        ("storage.k8s.io", "csidrivers") => &CSI_DRIVER,
+        ("admissionregistration.k8s.io", _) | ("flowcontrol.apiserver.k8s.io", _) => &TRACKS_SPEC,
         ("rbac.authorization.k8s.io", "roles" | "clusterroles") => &ROLE,
         ("storage.k8s.io", "storageclasses") => &STORAGE_CLASS,
         ("discovery.k8s.io", "endpointslices") => &ENDPOINT_SLICE,
@@ -236,6 +241,94 @@ const fn kind(generation: Generation) -> Kind {
 
 static GENERIC: Kind = kind(Generation::None);
 static TRACKS_SPEC: Kind = kind(Generation::Spec);
+static INGRESS_CLASS: Kind = Kind {
+    // `SetDefaults_IngressClass`: parameters are cluster-scoped unless said otherwise.
+    defaults: Some(|o| {
+        if let Some(p) = o.pointer_mut("/spec/parameters").filter(|p| p.is_object()) {
+            crate::registry::defaults::set_default(p, "/scope", json!("Cluster"));
+        }
+    }),
+    ..kind(Generation::Spec)
+};
+static ADMISSION_POLICY: Kind = Kind {
+    // `SetDefaults_ValidatingAdmissionPolicySpec` and `SetDefaults_MatchResources`.
+    defaults: Some(|o| {
+        // A binding names its policy; a policy has a failure policy.
+        if let Some(spec) = o
+            .get_mut("spec")
+            .filter(|s| s.is_object() && s.get("policyName").is_none())
+        {
+            crate::registry::defaults::set_default(spec, "/failurePolicy", json!("Fail"));
+        }
+        for ptr in ["/spec/matchConstraints", "/spec/matchResources"] {
+            let Some(m) = o.pointer_mut(ptr).filter(|m| m.is_object()) else {
+                continue;
+            };
+            crate::registry::defaults::set_default(m, "/matchPolicy", json!("Equivalent"));
+            crate::registry::defaults::set_default(m, "/namespaceSelector", json!({}));
+            crate::registry::defaults::set_default(m, "/objectSelector", json!({}));
+            for rules in ["resourceRules", "excludeResourceRules"] {
+                if let Some(list) = m.get_mut(rules).and_then(Value::as_array_mut) {
+                    for r in list.iter_mut().filter(|r| r.is_object()) {
+                        crate::registry::defaults::set_default(r, "/scope", json!("*"));
+                    }
+                }
+            }
+        }
+    }),
+    ..kind(Generation::Spec)
+};
+static PRIORITY_LEVEL: Kind = Kind {
+    // `SetDefaults_PriorityLevelConfiguration` (v1): shares 30, lendable 0, queuing
+    // 64 queues, hand size 8, queue length 50; an exempt level's shares and lendable 0.
+    defaults: Some(|o| {
+        if let Some(l) = o.pointer_mut("/spec/limited").filter(|l| l.is_object()) {
+            crate::registry::defaults::set_default(l, "/nominalConcurrencyShares", json!(30));
+            crate::registry::defaults::set_default(l, "/lendablePercent", json!(0));
+            if let Some(q) = l
+                .pointer_mut("/limitResponse/queuing")
+                .filter(|q| q.is_object())
+            {
+                for (k, d) in [("queues", 64), ("handSize", 8), ("queueLengthLimit", 50)] {
+                    if q.get(k).and_then(Value::as_i64).unwrap_or(0) == 0 {
+                        q[k] = json!(d);
+                    }
+                }
+            }
+        }
+        if let Some(e) = o.pointer_mut("/spec/exempt").filter(|e| e.is_object()) {
+            crate::registry::defaults::set_default(e, "/nominalConcurrencyShares", json!(0));
+            crate::registry::defaults::set_default(e, "/lendablePercent", json!(0));
+        }
+    }),
+    ..kind(Generation::Spec)
+};
+static CSI_DRIVER: Kind = Kind {
+    // `SetDefaults_CSIDriver`.
+    defaults: Some(|o| {
+        let Some(spec) = o.get_mut("spec").filter(|s| s.is_object()) else {
+            return;
+        };
+        for (k, d) in [
+            ("attachRequired", json!(true)),
+            ("podInfoOnMount", json!(false)),
+            ("storageCapacity", json!(false)),
+            ("fsGroupPolicy", json!("ReadWriteOnceWithFSType")),
+            ("requiresRepublish", json!(false)),
+            ("seLinuxMount", json!(false)),
+        ] {
+            crate::registry::defaults::set_default(spec, &format!("/{k}"), d);
+        }
+        if spec
+            .get("volumeLifecycleModes")
+            .and_then(Value::as_array)
+            .is_none_or(|m| m.is_empty())
+        {
+            spec["volumeLifecycleModes"] = json!(["Persistent"]);
+        }
+    }),
+    ..kind(Generation::None)
+};
 static PRIORITY_CLASS: Kind = Kind {
     defaults: Some(|o| {
         crate::registry::defaults::set_default(

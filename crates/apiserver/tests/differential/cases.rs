@@ -4281,6 +4281,80 @@ pub fn printers() -> Scenario {
     }
 }
 
+/// Defaults of less common kinds: an IngressClass's parameters scope, a
+/// ValidatingAdmissionPolicy's failure policy and match constraints, a
+/// PriorityLevelConfiguration's lendable percent and queuing, a CSIDriver's flags.
+pub fn kind_defaults() -> Scenario {
+    let obj = |gv: &str, kind: &str, name: &str, spec: Value| json!({"apiVersion": gv, "kind": kind, "metadata": {"name": name}, "spec": spec});
+    let created = |st: Step| {
+        st.ignore("body.metadata.uid", "generated")
+            .ignore("body.metadata.creationTimestamp", "time of the request")
+    };
+    Scenario {
+        name: "kind_defaults",
+        steps: vec![
+            created(post(
+                "ingressclass",
+                "/apis/networking.k8s.io/v1/ingressclasses",
+                obj(
+                    "networking.k8s.io/v1",
+                    "IngressClass",
+                    "{ns}-ic",
+                    json!({"controller": "example.com/x", "parameters": {"apiGroup": "example.com", "kind": "Params", "name": "p"}}),
+                ),
+            )),
+            created(post(
+                "validatingadmissionpolicy",
+                "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+                obj(
+                    "admissionregistration.k8s.io/v1",
+                    "ValidatingAdmissionPolicy",
+                    "{ns}-vap",
+                    json!({"matchConstraints": {"resourceRules": [{"apiGroups": ["example.invalid"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nothings"]}],
+                        "excludeResourceRules": [{"apiGroups": ["example.invalid"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["others"]}]},
+                        "validations": [{"expression": "true"}]}),
+                ),
+            )),
+            created(post(
+                "prioritylevelconfiguration",
+                "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+                obj(
+                    "flowcontrol.apiserver.k8s.io/v1",
+                    "PriorityLevelConfiguration",
+                    "{ns}-plc",
+                    json!({"type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": {"queues": 16}}}}),
+                ),
+            )),
+            created(post(
+                "csidriver",
+                "/apis/storage.k8s.io/v1/csidrivers",
+                obj(
+                    "storage.k8s.io/v1",
+                    "CSIDriver",
+                    "{ns}.csi.example.com",
+                    json!({}),
+                ),
+            )),
+            delete(
+                "delete-ingressclass",
+                "/apis/networking.k8s.io/v1/ingressclasses/{ns}-ic",
+            ),
+            delete(
+                "delete-vap",
+                "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{ns}-vap",
+            ),
+            delete(
+                "delete-plc",
+                "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations/{ns}-plc",
+            ),
+            delete(
+                "delete-csidriver",
+                "/apis/storage.k8s.io/v1/csidrivers/{ns}.csi.example.com",
+            ),
+        ],
+    }
+}
+
 /// LimitRanger beyond container defaults: a Container item's limit/request ratio, a Pod
 /// item's bounds on the pod's totals, and a PersistentVolumeClaim item's bounds on a
 /// claim's storage request (403 with upstream's texts; dry runs).
