@@ -54,6 +54,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     disruption::reconcile(srv);
     service_ips(srv);
     quotas(srv);
+    crate::controllers::bootstrap::api_services(srv);
 }
 
 /// ResourceQuotas' `status` (hard and used), as kube-controller-manager's quota

@@ -564,6 +564,103 @@ fn put_or_refresh(srv: &ApiServer, key: &str, obj: Value, fields: &[&str], gener
         });
 }
 
+/// kube-apiserver's local APIService priorities (group, version, groupPriorityMinimum,
+/// versionPriority), as a v1.36 server registers them at start.
+const LOCAL_API_SERVICES: &[(&str, &str, i64, i64)] = &[
+    ("", "v1", 18000, 1),
+    ("admissionregistration.k8s.io", "v1", 16700, 15),
+    ("apiextensions.k8s.io", "v1", 16700, 15),
+    ("apps", "v1", 17800, 15),
+    ("authentication.k8s.io", "v1", 17700, 15),
+    ("authorization.k8s.io", "v1", 17600, 15),
+    ("autoscaling", "v1", 17500, 15),
+    ("autoscaling", "v2", 17500, 30),
+    ("batch", "v1", 17400, 15),
+    ("certificates.k8s.io", "v1", 17300, 15),
+    ("coordination.k8s.io", "v1", 16500, 15),
+    ("discovery.k8s.io", "v1", 16200, 15),
+    ("events.k8s.io", "v1", 17750, 15),
+    ("flowcontrol.apiserver.k8s.io", "v1", 16100, 21),
+    ("networking.k8s.io", "v1", 17200, 15),
+    ("node.k8s.io", "v1", 16300, 15),
+    ("policy", "v1", 17100, 15),
+    ("rbac.authorization.k8s.io", "v1", 17000, 15),
+    ("resource.k8s.io", "v1", 16200, 21),
+    ("scheduling.k8s.io", "v1", 16600, 15),
+    ("storage.k8s.io", "v1", 16800, 15),
+];
+
+/// The APIServices of the served group versions, as kube-aggregator keeps them: one
+/// local APIService (`<version>.<group>`, Available) for each built-in group version
+/// (labelled `automanaged: onstart`) and for each version of a custom resource group
+/// (`automanaged: true`, priorities 1000/100, removed with its last CRD).
+pub fn api_services(srv: &ApiServer) {
+    let Some(def) = srv.def("apiregistration.k8s.io", "v1", "apiservices") else {
+        return;
+    };
+    let key = def.storage_key();
+    let mut want: BTreeMap<String, (String, String, i64, i64, &str)> = BTreeMap::new();
+    {
+        let reg = srv.registry.read().unwrap_or_else(|e| e.into_inner());
+        for d in reg.all() {
+            let name = format!("{}.{}", d.version, d.group);
+            if d.crd.is_some() {
+                want.entry(name)
+                    .or_insert((d.group.clone(), d.version.clone(), 1000, 100, "true"));
+            } else if let Some((g, v, min, prio)) = LOCAL_API_SERVICES
+                .iter()
+                .find(|(g, v, ..)| *g == d.group && *v == d.version)
+            {
+                want.entry(name)
+                    .or_insert((g.to_string(), v.to_string(), *min, *prio, "onstart"));
+            }
+        }
+    }
+    let now = crate::registry::meta::now_time();
+    for (name, (group, version, min, prio, managed)) in &want {
+        if srv.storage.get(&key, "", name).is_some() {
+            continue;
+        }
+        let mut spec =
+            json!({"version": version, "groupPriorityMinimum": min, "versionPriority": prio});
+        let mut spec_fields =
+            json!({"f:groupPriorityMinimum": {}, "f:version": {}, "f:versionPriority": {}});
+        if !group.is_empty() {
+            spec["group"] = json!(group);
+            spec_fields["f:group"] = json!({});
+        }
+        system_put(
+            srv,
+            &key,
+            "",
+            json!({
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": name,
+                    "labels": {"kube-aggregator.kubernetes.io/automanaged": managed},
+                    "managedFields": [{"apiVersion": "apiregistration.k8s.io/v1", "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:metadata": {"f:labels": {".": {},
+                            "f:kube-aggregator.kubernetes.io/automanaged": {}}}, "f:spec": spec_fields},
+                        "manager": "kube-apiserver", "operation": "Update", "time": now}]},
+                "spec": spec,
+                "status": {"conditions": [{"type": "Available", "status": "True", "lastTransitionTime": now,
+                    "reason": "Local", "message": "Local APIServices are always available"}]},
+            }),
+        );
+    }
+    // A custom resource group version no CRD serves any more.
+    for obj in srv.storage.list(&key, None).0 {
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        let auto = obj.pointer("/metadata/labels/kube-aggregator.kubernetes.io~1automanaged");
+        if auto == Some(&json!("true")) && !want.contains_key(&name) {
+            let _ = srv
+                .storage
+                .mutate::<crate::storage::StorageError>(&key, "", &name, |_, _| {
+                    Ok(Mutation::Delete)
+                });
+        }
+    }
+}
+
 /// The PriorityClasses kube-apiserver creates at start (`scheduling/bootstrap`).
 pub fn ensure_priority_classes(srv: &ApiServer) {
     let Some(def) = srv.def("scheduling.k8s.io", "v1", "priorityclasses") else {

@@ -3978,6 +3978,10 @@ pub fn printers() -> Scenario {
             "ipaddress-table",
             "/apis/networking.k8s.io/v1/ipaddresses/10.0.0.1".to_string(),
         ),
+        (
+            "apiservice-table",
+            "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps".to_string(),
+        ),
     ] {
         steps.push(table(get(step, &path)));
     }
@@ -4335,6 +4339,14 @@ pub fn kind_defaults() -> Scenario {
                     json!({}),
                 ),
             )),
+            get(
+                "apiservice-apps",
+                "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps",
+            ),
+            get(
+                "apiservice-core",
+                "/apis/apiregistration.k8s.io/v1/apiservices/v1.",
+            ),
             delete(
                 "delete-ingressclass",
                 "/apis/networking.k8s.io/v1/ingressclasses/{ns}-ic",
