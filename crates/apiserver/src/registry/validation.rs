@@ -1063,7 +1063,7 @@ fn validate_rest(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) 
     }
 }
 
-/// A claim's access modes: at least one, each known.
+/// A claim's access modes: at least one, each known, ReadWriteOncePod alone.
 fn claim_modes(spec: &Value, causes: &mut Vec<StatusCause>) {
     const MODES: &[&str] = &[
         "ReadOnlyMany",
@@ -1082,6 +1082,12 @@ fn claim_modes(spec: &Value, causes: &mut Vec<StatusCause>) {
         if !MODES.contains(&m) {
             causes.push(not_supported("spec.accessModes", m, MODES));
         }
+    }
+    if modes.len() > 1 && modes.iter().any(|m| m == "ReadWriteOncePod") {
+        causes.push(forbidden(
+            "spec.accessModes",
+            "may not use ReadWriteOncePod with other access modes",
+        ));
     }
 }
 

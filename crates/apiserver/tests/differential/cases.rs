@@ -4329,6 +4329,12 @@ pub fn kind_defaults() -> Scenario {
                     json!({"type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": {"queues": 16}}}}),
                 ),
             )),
+            post(
+                "claim-rwop-with-others",
+                "/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
+                    "spec": {"accessModes": ["ReadWriteOnce", "ReadWriteOncePod"], "resources": {"requests": {"storage": "1Gi"}}}}),
+            ),
             created(post(
                 "csidriver",
                 "/apis/storage.k8s.io/v1/csidrivers",
