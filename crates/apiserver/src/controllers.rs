@@ -55,6 +55,142 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     service_ips(srv);
     quotas(srv);
     crate::controllers::bootstrap::api_services(srv);
+    service_cidrs(srv);
+}
+
+const CIDR_FINALIZER: &str = "networking.k8s.io/service-cidr-finalizer";
+
+/// Whether `ip` lies in `cidr` (`a.b.c.d/n` or an IPv6 prefix).
+fn in_cidr(ip: &str, cidr: &str) -> bool {
+    let Some((base, bits)) = cidr.split_once('/') else {
+        return false;
+    };
+    let (Ok(ip), Ok(base), Ok(bits)) = (
+        ip.parse::<std::net::IpAddr>(),
+        base.parse::<std::net::IpAddr>(),
+        bits.parse::<u32>(),
+    ) else {
+        return false;
+    };
+    match (ip, base) {
+        (std::net::IpAddr::V4(a), std::net::IpAddr::V4(b)) if bits <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            u32::from(a) & mask == u32::from(b) & mask
+        }
+        (std::net::IpAddr::V6(a), std::net::IpAddr::V6(b)) if bits <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            u128::from(a) & mask == u128::from(b) & mask
+        }
+        _ => false,
+    }
+}
+
+/// ServiceCIDRs as kube-controller-manager's service-cidr-controller keeps them: each
+/// gets the `networking.k8s.io/service-cidr-finalizer` and a Ready condition (applied to
+/// its status); a deleted one keeps its finalizer while a Service's cluster IP lies in
+/// it and in no other ServiceCIDR.
+fn service_cidrs(srv: &ApiServer) {
+    let Some(def) = srv.def("networking.k8s.io", "v1", "servicecidrs") else {
+        return;
+    };
+    let key = def.storage_key();
+    let cidrs = srv.storage.list(&key, None).0;
+    let ranges = |o: &Value| -> Vec<String> {
+        o.pointer("/spec/cidrs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str().map(str::to_string))
+            .collect()
+    };
+    let ips: Vec<String> = srv
+        .storage
+        .list("/services", None)
+        .0
+        .iter()
+        .flat_map(|svc| {
+            svc.pointer("/spec/clusterIPs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|ip| ip.as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let ty = crate::registry::schema::builtin_def("io.k8s.api.networking.v1.ServiceCIDR");
+    for cidr in &cidrs {
+        let name = meta_str(cidr, "name").unwrap_or("").to_string();
+        let has_fin = cidr
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|x| x == CIDR_FINALIZER));
+        if cidr.pointer("/metadata/deletionTimestamp").is_some() {
+            let mine = ranges(cidr);
+            let others: Vec<String> = cidrs
+                .iter()
+                .filter(|o| {
+                    meta_str(o, "name") != Some(name.as_str())
+                        && o.pointer("/metadata/deletionTimestamp").is_none()
+                })
+                .flat_map(|o| ranges(o))
+                .collect();
+            let in_use = ips.iter().any(|ip| {
+                mine.iter().any(|c| in_cidr(ip, c)) && !others.iter().any(|c| in_cidr(ip, c))
+            });
+            if has_fin && !in_use {
+                remove_finalizer(srv, &key, "", &name, CIDR_FINALIZER);
+            }
+            continue;
+        }
+        let ready = cidr
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c.get("type") == Some(&json!("Ready"))));
+        if has_fin && ready {
+            continue;
+        }
+        let _ = srv.storage.mutate::<()>(&key, "", &name, |cur, _| {
+            let Some(cur) = cur else {
+                return Ok(Mutation::Keep);
+            };
+            let mut next = (**cur).clone();
+            if !has_fin {
+                let fins = meta_mut(&mut next)
+                    .entry("finalizers")
+                    .or_insert_with(|| json!([]));
+                if let Some(a) = fins.as_array_mut() {
+                    a.push(json!(CIDR_FINALIZER));
+                }
+                let changed = crate::registry::fields::compare(cur, &next, ty);
+                crate::registry::meta::record_update(
+                    &mut next,
+                    "kube-controller-manager",
+                    "networking.k8s.io/v1",
+                    None,
+                    &changed,
+                );
+            }
+            if !ready {
+                let condition = json!({"type": "Ready", "status": "True",
+                    "lastTransitionTime": crate::registry::meta::now_time(), "reason": "",
+                    "message": "Kubernetes Service CIDR is ready"});
+                next["status"]["conditions"] = json!([condition]);
+                // Applied: the controller owns what its configuration names.
+                let applied = json!({"status": {"conditions": [condition]}});
+                crate::registry::meta::record_managed(
+                    &mut next,
+                    "service-cidr-controller",
+                    "Apply",
+                    "networking.k8s.io/v1",
+                    Some("status"),
+                    crate::registry::fields::paths_of(&applied, ty),
+                    &Default::default(),
+                    true,
+                );
+            }
+            Ok(Mutation::Put(next))
+        });
+    }
 }
 
 /// ResourceQuotas' `status` (hard and used), as kube-controller-manager's quota

@@ -4345,6 +4345,33 @@ pub fn kind_defaults() -> Scenario {
                     json!({}),
                 ),
             )),
+            created(post(
+                "servicecidr",
+                "/apis/networking.k8s.io/v1/servicecidrs",
+                obj(
+                    "networking.k8s.io/v1",
+                    "ServiceCIDR",
+                    "{ns}-cidr",
+                    json!({"cidrs": ["10.251.0.0/24"]}),
+                ),
+            )),
+            get(
+                "servicecidr-ready",
+                "/apis/networking.k8s.io/v1/servicecidrs/{ns}-cidr",
+            )
+            .until(|r| {
+                r.pointer("/body/status/conditions").is_some()
+                    && r.pointer("/body/metadata/finalizers").is_some()
+            }),
+            delete(
+                "delete-servicecidr",
+                "/apis/networking.k8s.io/v1/servicecidrs/{ns}-cidr",
+            ),
+            get(
+                "servicecidr-gone",
+                "/apis/networking.k8s.io/v1/servicecidrs/{ns}-cidr",
+            )
+            .until(|r| r.get("status") == Some(&json!(404))),
             get(
                 "apiservice-apps",
                 "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps",
