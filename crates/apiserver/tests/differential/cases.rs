@@ -3979,6 +3979,10 @@ pub fn printers() -> Scenario {
             "/apis/networking.k8s.io/v1/ipaddresses/10.0.0.1".to_string(),
         ),
         (
+            "servicecidr-table",
+            "/apis/networking.k8s.io/v1/servicecidrs/kubernetes".to_string(),
+        ),
+        (
             "apiservice-table",
             "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps".to_string(),
         ),
@@ -4158,22 +4162,11 @@ pub fn printers() -> Scenario {
                 json!({"spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 7, "limitResponse": {"type": "Queue", "queuing": {"queues": 16, "handSize": 4, "queueLengthLimit": 20}}}}}),
             ),
         ),
-        (
-            "servicecidr",
-            "networking.k8s.io/v1",
-            "servicecidrs",
-            obj(
-                "networking.k8s.io/v1",
-                "ServiceCIDR",
-                "{ns}-cidr",
-                json!({"spec": {"cidrs": ["10.250.0.0/24"]}}),
-            ),
-        ),
     ];
     for (step, gv, plural, body) in &cluster {
         steps.push(written(post(step, &cl(gv, plural), body.clone())));
     }
-    let tables: [&'static str; 16] = [
+    let tables: [&'static str; 15] = [
         "persistentvolume-table",
         "storageclass-table",
         "priorityclass-table",
@@ -4189,7 +4182,6 @@ pub fn printers() -> Scenario {
         "volumeattachment-table",
         "flowschema-table",
         "prioritylevelconfiguration-table",
-        "servicecidr-table",
     ];
     for ((_, gv, plural, body), step) in cluster.iter().zip(tables) {
         let name = body
@@ -4265,11 +4257,6 @@ pub fn printers() -> Scenario {
             "delete-plc",
             "flowcontrol.apiserver.k8s.io/v1",
             "prioritylevelconfigurations/{ns}-plc",
-        ),
-        (
-            "delete-servicecidr",
-            "networking.k8s.io/v1",
-            "servicecidrs/{ns}-cidr",
         ),
     ] {
         steps.push(written(delete(step, &cl(gv, plural))));
@@ -4348,33 +4335,6 @@ pub fn kind_defaults() -> Scenario {
                     json!({}),
                 ),
             )),
-            created(post(
-                "servicecidr",
-                "/apis/networking.k8s.io/v1/servicecidrs",
-                obj(
-                    "networking.k8s.io/v1",
-                    "ServiceCIDR",
-                    "{ns}-cidr",
-                    json!({"cidrs": ["10.251.0.0/24"]}),
-                ),
-            )),
-            get(
-                "servicecidr-ready",
-                "/apis/networking.k8s.io/v1/servicecidrs/{ns}-cidr",
-            )
-            .until(|r| {
-                r.pointer("/body/status/conditions").is_some()
-                    && r.pointer("/body/metadata/finalizers").is_some()
-            }),
-            delete(
-                "delete-servicecidr",
-                "/apis/networking.k8s.io/v1/servicecidrs/{ns}-cidr",
-            ),
-            get(
-                "servicecidr-gone",
-                "/apis/networking.k8s.io/v1/servicecidrs/{ns}-cidr",
-            )
-            .until(|r| r.get("status") == Some(&json!(404))),
             get(
                 "apiservice-apps",
                 "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps",
