@@ -9,6 +9,8 @@
 //! into a snapshot whose header carries the revision counter, so revisions never go
 //! backwards across restarts.
 
+pub mod events;
+
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
@@ -45,11 +47,49 @@ pub struct Event {
     pub object: Arc<Value>,
     /// The object before the change (none for creates).
     pub prev: Option<Arc<Value>>,
-    /// The object as served JSON, rendered once for all watchers of one version:
-    /// (version, bytes).
+    /// The object as served JSON, rendered once for all watchers of one API version:
+    /// (apiVersion, bytes).
     pub rendered: std::sync::OnceLock<(String, bytes::Bytes)>,
     /// The same as Kubernetes protobuf (`k8s\0` + runtime.Unknown), for protobuf watchers.
     pub rendered_pb: std::sync::OnceLock<(String, bytes::Bytes)>,
+}
+
+/// A resource kept under another resource's key in that resource's form, as
+/// kube-apiserver's storage codec keeps it: `events.k8s.io` Events are core v1 Events in
+/// storage, so each Event is one object whichever API wrote it, and each API sees (and
+/// watches) all of them in its own form.
+pub struct View {
+    /// The resource whose key holds the objects.
+    pub stored: &'static str,
+    /// A stored object in the viewing resource's form.
+    pub read: fn(&Value) -> Value,
+    /// An object of the viewing resource in the stored form.
+    pub write: fn(&Value) -> Value,
+}
+
+static VIEWS: [(&str, View); 1] = [(
+    "events.k8s.io/events",
+    View {
+        stored: "/events",
+        read: events::to_events_v1,
+        write: events::to_core_v1,
+    },
+)];
+
+/// How `resource` is kept under another resource's key, if it is.
+pub fn view(resource: &str) -> Option<&'static View> {
+    VIEWS.iter().find(|(r, _)| *r == resource).map(|(_, v)| v)
+}
+
+/// The key that holds `resource`'s objects (and names its changes' events).
+pub fn stored_key(resource: &str) -> &str {
+    view(resource).map_or(resource, |v| v.stored)
+}
+
+impl View {
+    fn read_all(&self, objs: Vec<Arc<Value>>) -> Vec<Arc<Value>> {
+        objs.iter().map(|o| Arc::new((self.read)(o))).collect()
+    }
 }
 
 /// Outcome of a read-modify-write closure.
@@ -633,6 +673,16 @@ impl Storage {
                 good_end = records.good_end as u64;
                 file_len = bytes.len() as u64;
             }
+            // Objects an older version kept under a view's own key move to the stored
+            // resource (in its form), so the compaction below writes them there.
+            for (resource, v) in &VIEWS {
+                if let Some(objs) = inner.data.remove(*resource) {
+                    let to = inner.data.entry(v.stored.to_string()).or_default();
+                    for (key, obj) in objs {
+                        to.entry(key).or_insert_with(|| Arc::new((v.write)(&obj)));
+                    }
+                }
+            }
             inner.compacted = inner.rv;
             let wal = match compact(dir, &inner, &space) {
                 Ok(()) => {
@@ -709,6 +759,9 @@ impl Storage {
 
     /// Reads one object.
     pub fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
+        if let Some(v) = view(resource) {
+            return self.get(v.stored, ns, name).map(|o| Arc::new((v.read)(&o)));
+        }
         self.lock()
             .data
             .get(resource)?
@@ -718,6 +771,10 @@ impl Storage {
 
     /// Lists objects (optionally in one namespace) at the current revision, in key order.
     pub fn list(&self, resource: &str, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
+        if let Some(v) = view(resource) {
+            let (objs, rv) = self.list(v.stored, ns);
+            return (v.read_all(objs), rv);
+        }
         let inner = self.lock();
         (Self::collect(inner.data.get(resource), ns), inner.rv)
     }
@@ -742,6 +799,9 @@ impl Storage {
         rv: u64,
         after: Option<&str>,
     ) -> Result<Vec<Arc<Value>>, TooOld> {
+        if let Some(v) = view(resource) {
+            return Ok(v.read_all(self.list_at(v.stored, ns, rv, after)?));
+        }
         let inner = self.lock();
         if rv < inner.compacted {
             return Err(TooOld {
@@ -813,6 +873,27 @@ impl Storage {
     /// cannot be persisted, the call fails with the [`StorageError`] (converted into `E`)
     /// and nothing changes, in memory or for watchers.
     pub fn mutate<E: From<StorageError>>(
+        &self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<Mutation, E>,
+    ) -> Result<MutateResult, E> {
+        if let Some(v) = view(resource) {
+            let (stored, ev) = self.mutate_key::<E>(v.stored, ns, name, |cur, rv| {
+                let shown = cur.map(|c| Arc::new((v.read)(c)));
+                Ok(match f(shown.as_ref(), rv)? {
+                    Mutation::Put(obj) => Mutation::Put((v.write)(&obj)),
+                    m => m,
+                })
+            })?;
+            return Ok((stored.map(|o| Arc::new((v.read)(&o))), ev));
+        }
+        self.mutate_key(resource, ns, name, f)
+    }
+
+    /// [`Storage::mutate`] of the objects under `resource`'s own key.
+    fn mutate_key<E: From<StorageError>>(
         &self,
         resource: &str,
         ns: &str,
@@ -924,6 +1005,10 @@ impl Storage {
         resource: &str,
         ns: Option<&str>,
     ) -> (Vec<Arc<Value>>, broadcast::Receiver<Arc<Event>>, u64) {
+        if let Some(v) = view(resource) {
+            let (objs, rx, rv) = self.snapshot_and_watch(v.stored, ns);
+            return (v.read_all(objs), rx, rv);
+        }
         let inner = self.lock();
         (
             Self::collect(inner.data.get(resource), ns),
@@ -972,6 +1057,81 @@ mod tests {
 
     fn tempdir() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()
+    }
+
+    const EVENTS_V1: &str = "events.k8s.io/events";
+
+    fn v1_event(name: &str, note: &str) -> Value {
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": "ns"}, "note": note,
+            "regarding": {"kind": "Pod", "name": "p"}, "eventTime": "2026-12-04T12:00:00.000000Z",
+            "reportingController": "x.io/c", "reportingInstance": "c-1", "action": "A",
+            "reason": "R", "type": "Normal"})
+    }
+
+    #[test]
+    fn an_events_v1_event_is_a_core_event_in_storage() {
+        let s = Storage::new(100);
+        let (stored, ev) = s
+            .mutate::<StorageError>(EVENTS_V1, "ns", "e", |cur, _| {
+                assert!(cur.is_none());
+                Ok(Mutation::Put(v1_event("e", "hello")))
+            })
+            .unwrap();
+        // The writer gets its own form back; storage and its watchers the core one.
+        assert_eq!(stored.unwrap()["note"], "hello");
+        let ev = ev.unwrap();
+        assert_eq!(
+            (ev.resource.as_str(), ev.object["message"].as_str()),
+            ("/events", Some("hello"))
+        );
+        let core = s.get("/events", "ns", "e").unwrap();
+        assert_eq!(core["involvedObject"]["name"], "p");
+        assert_eq!(core["reportingComponent"], "x.io/c");
+        assert!(core.get("note").is_none());
+        // Each API reads, lists and updates the other's objects in its own form.
+        assert_eq!(s.list(EVENTS_V1, Some("ns")).0.len(), 1);
+        assert!(s.list(EVENTS_V1, Some("other")).0.is_empty());
+        s.mutate::<StorageError>("/events", "ns", "e", |cur, _| {
+            let mut o = (**cur.unwrap()).clone();
+            o["message"] = json!("changed");
+            Ok(Mutation::Put(o))
+        })
+        .unwrap();
+        let v1 = s.get(EVENTS_V1, "ns", "e").unwrap();
+        assert_eq!(
+            (v1["note"].as_str(), v1["regarding"]["name"].as_str()),
+            (Some("changed"), Some("p"))
+        );
+        let rv = object_rv(&v1);
+        let old = s.list_at(EVENTS_V1, Some("ns"), rv - 1, None).unwrap();
+        assert_eq!(old[0]["note"], "hello");
+        let (snap, _, _) = s.snapshot_and_watch(EVENTS_V1, None);
+        assert_eq!(snap[0]["note"], "changed");
+        s.mutate::<StorageError>(EVENTS_V1, "ns", "e", |cur, _| {
+            assert_eq!(cur.unwrap()["note"], "changed");
+            Ok(Mutation::Delete)
+        })
+        .unwrap();
+        assert!(s.get("/events", "ns", "e").is_none());
+    }
+
+    #[test]
+    fn events_an_older_version_kept_apart_join_the_core_ones_on_open() {
+        let dir = tempdir();
+        {
+            let s = Storage::open(dir.path(), 100).unwrap();
+            // As versions before the view stored them: under their own key, in their form.
+            s.mutate_key::<StorageError>(EVENTS_V1, "ns", "old", |_, _| {
+                Ok(Mutation::Put(v1_event("old", "kept")))
+            })
+            .unwrap();
+        }
+        let s = Storage::open(dir.path(), 100).unwrap();
+        let core = s.get("/events", "ns", "old").unwrap();
+        assert_eq!(core["message"], "kept");
+        assert_eq!(s.get(EVENTS_V1, "ns", "old").unwrap()["note"], "kept");
+        assert!(!s.all_objects().0.iter().any(|(k, _)| k == EVENTS_V1));
     }
 
     fn try_put(s: &Storage, name: &str, data: Value) -> Result<u64, StorageError> {

@@ -89,5 +89,7 @@ scenarios!(
     quota_updates,
     go_type_errors,
     leases_and_events,
+    events_two_apis,
+    field_selector_labels,
     pagination,
 );

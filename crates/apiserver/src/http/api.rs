@@ -1103,7 +1103,7 @@ impl ApiServer {
         if def.crd.is_none() {
             crate::registry::schema::fill_struct_fields(&mut obj, ty);
         }
-        let causes = crate::registry::resources::validate(def, &obj);
+        let causes = crate::registry::resources::validate(def, &obj, None);
         if !causes.is_empty() {
             return Err(ApiError::invalid(
                 &crate::registry::events::error_def(def),
@@ -1660,7 +1660,7 @@ impl ApiServer {
         if sub.is_none() || sub == Some("status") {
             let causes = if sub.is_none() {
                 let mut c = crate::registry::immutable::validate_update(def, cur, &next);
-                c.extend(crate::registry::resources::validate(def, &next));
+                c.extend(crate::registry::resources::validate(def, &next, Some(cur)));
                 c
             } else {
                 crate::registry::resources::validate_status(def, cur, &next)

@@ -21,6 +21,11 @@ use tokio::sync::{broadcast, mpsc};
 struct WatchSpec {
     def: Arc<ResourceDef>,
     key: String,
+    /// How the resource's objects are kept under another resource's key (events are
+    /// converted to this resource's form before they are matched and sent).
+    view: Option<&'static crate::storage::View>,
+    /// The objects' `apiVersion` (names the rendering events share among watchers).
+    api_version: String,
     namespace: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
@@ -123,7 +128,9 @@ fn start(srv: Arc<ApiServer>, req: Req, t: Target) -> Result<Response<Body>, Api
         }
     };
     let spec = WatchSpec {
-        key: t.def.storage_key(),
+        key: crate::storage::stored_key(&t.def.storage_key()).to_string(),
+        view: crate::storage::view(&t.def.storage_key()),
+        api_version: t.def.api_version(),
         def: t.def.clone(),
         namespace: t.namespace.clone(),
         labels,
@@ -230,9 +237,9 @@ impl Writer {
             let (version, bytes) = ev.rendered_pb.get_or_init(|| {
                 let v = crate::protobuf::encode(&srv.present(&spec.def, &ev.object))
                     .unwrap_or_default();
-                (spec.def.version.clone(), Bytes::from(v))
+                (spec.api_version.clone(), Bytes::from(v))
             });
-            if *version == spec.def.version && !bytes.is_empty() {
+            if *version == spec.api_version && !bytes.is_empty() {
                 return self.push(pb_frame(kind, bytes)).await;
             }
             return self.send(srv, spec, kind, &ev.object).await;
@@ -242,10 +249,10 @@ impl Writer {
         }
         let (version, bytes) = ev.rendered.get_or_init(|| {
             let v = serde_json::to_vec(&srv.present(&spec.def, &ev.object)).unwrap_or_default();
-            (spec.def.version.clone(), Bytes::from(v))
+            (spec.api_version.clone(), Bytes::from(v))
         });
         let owned;
-        let obj_bytes = if *version == spec.def.version {
+        let obj_bytes = if *version == spec.api_version {
             bytes
         } else {
             owned = Bytes::from(
@@ -436,6 +443,23 @@ async fn emit(srv: &ApiServer, spec: &WatchSpec, w: &mut Writer, ev: &Event) -> 
     if !spec.in_scope(ev) {
         return true;
     }
+    let viewed;
+    let ev = match spec.view {
+        Some(v) => {
+            viewed = Event {
+                object: Arc::new((v.read)(&ev.object)),
+                prev: ev.prev.as_ref().map(|p| Arc::new((v.read)(p))),
+                rendered: Default::default(),
+                rendered_pb: Default::default(),
+                resource: ev.resource.clone(),
+                namespace: ev.namespace.clone(),
+                name: ev.name.clone(),
+                ..*ev
+            };
+            &viewed
+        }
+        None => ev,
+    };
     let now = spec.matches(&ev.object);
     let before = ev.prev.as_ref().is_some_and(|p| spec.matches(p));
     match ev.kind {

@@ -17,8 +17,15 @@ fn invalid(field: &str, value: &str, message: &str) -> StatusCause {
     crate::error::invalid_cause(field, &crate::error::go_quote(value), message)
 }
 
-/// Appends the field errors of an Event (`obj` in its API's form, `def` its API).
-pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) {
+/// Appends the field errors of an Event (`obj` in its API's form, `def` its API; `old`
+/// the Event an update replaces): the legacy checks always; through `events.k8s.io`, the
+/// strict ones on a create and, on an update, the fields that may not change.
+pub(crate) fn validate(
+    def: &ResourceDef,
+    obj: &Value,
+    old: Option<&Value>,
+    causes: &mut Vec<StatusCause>,
+) {
     let v1 = def.group == "events.k8s.io";
     // The API's names for the internal type's fields.
     let (involved, message, source, first, last, count, controller) = if v1 {
@@ -119,7 +126,43 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
     if !v1 {
         return;
     }
+    if let Some(old) = old {
+        // An update through events.k8s.io: a changed series is checked, and what the
+        // Event reports may not change (upstream checks `reason` twice).
+        if obj.get("series") != old.get("series") {
+            series(obj, causes);
+        }
+        let frozen = [
+            ("involvedObject", involved),
+            ("reason", "reason"),
+            ("message", message),
+            ("source", source),
+            ("firstTimestamp", first),
+            ("lastTimestamp", last),
+            ("count", count),
+            ("reason", "reason"),
+            ("type", "type"),
+            ("eventTime", "eventTime"),
+            ("action", "action"),
+            ("related", "related"),
+            ("reportingController", controller),
+            ("reportingInstance", "reportingInstance"),
+        ];
+        for (path, f) in frozen {
+            let (new, was) = (obj.get(f), old.get(f));
+            let unset = |v: Option<&Value>| v.is_none_or(Value::is_null);
+            if new != was && !(unset(new) && unset(was)) {
+                causes.push(crate::error::invalid_cause(
+                    path,
+                    &immutable_value(new),
+                    "field is immutable",
+                ));
+            }
+        }
+        return;
+    }
     // Strict checks of events.k8s.io.
+    series(obj, causes);
     if !event_time {
         causes.push(crate::error::required_cause("eventTime"));
     }
@@ -144,6 +187,29 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
     };
     if !src_text("component").is_empty() || !src_text("host").is_empty() {
         causes.push(invalid("source", "", "needs to be unset"));
+    }
+}
+
+/// An Event's series, as upstream's `validateV1EventSeries` checks it.
+fn series(obj: &Value, causes: &mut Vec<StatusCause>) {
+    let Some(series) = obj.get("series").filter(|s| !s.is_null()) else {
+        return;
+    };
+    if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
+        causes.push(invalid("series.count", "", "should be at least 2"));
+    }
+    if series.get("lastObservedTime").is_none_or(Value::is_null) {
+        causes.push(crate::error::required_cause("series.lastObservedTime"));
+    }
+}
+
+/// A changed field's new value as the immutability error prints it: strings quoted,
+/// `null` when unset, anything else as Go's JSON.
+fn immutable_value(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "null".into(),
+        Some(Value::String(s)) => crate::error::go_quote(s),
+        Some(v) => crate::error::go_json_text(v),
     }
 }
 

@@ -5,7 +5,8 @@ use crate::registry::ResourceDef;
 use kubewright_core::{FieldSelector, LabelSelector};
 use serde_json::Value;
 
-/// Field selectors supported per resource (beyond metadata.name and metadata.namespace).
+/// Field selectors supported per resource (beyond metadata.name and metadata.namespace),
+/// as kube-apiserver v1.36 registers them.
 fn extra_fields(def: &ResourceDef) -> &'static [&'static str] {
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "pods") => &[
@@ -16,6 +17,7 @@ fn extra_fields(def: &ResourceDef) -> &'static [&'static str] {
             "spec.hostNetwork",
             "status.phase",
             "status.podIP",
+            "status.podIPs",
             "status.nominatedNodeName",
         ],
         ("", "events") => &[
@@ -31,14 +33,51 @@ fn extra_fields(def: &ResourceDef) -> &'static [&'static str] {
             "source",
             "type",
         ],
+        ("events.k8s.io", "events") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ],
         ("", "secrets") => &["type"],
         ("", "namespaces") => &["status.phase"],
         ("", "nodes") => &["spec.unschedulable"],
         ("", "replicationcontrollers") => &["status.replicas"],
-        ("apps", "replicasets") => &["status.replicas"],
+        ("", "services") => &["spec.clusterIP", "spec.type"],
         ("batch", "jobs") => &["status.successful"],
         ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
         _ => &[],
+    }
+}
+
+/// The error for a field selector `f` the resource does not support: the words of the
+/// resource's field label conversion, or of the default one.
+fn unsupported(def: &ResourceDef, f: &str) -> String {
+    match (def.group.as_str(), def.plural.as_str()) {
+        (
+            "",
+            "pods"
+            | "events"
+            | "secrets"
+            | "namespaces"
+            | "nodes"
+            | "replicationcontrollers"
+            | "services",
+        )
+        | ("events.k8s.io", "events")
+        | ("certificates.k8s.io", "certificatesigningrequests") => {
+            format!("field label not supported: {f}")
+        }
+        ("batch", "jobs") => format!("field label {f:?} not supported for Job"),
+        _ => format!(
+            "\"{f}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ),
     }
 }
 
@@ -58,9 +97,7 @@ pub fn check_field_selector(def: &ResourceDef, sel: &FieldSelector) -> Result<()
         {
             continue;
         }
-        return Err(ApiError::bad_request(format!(
-            "\"{f}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-        )));
+        return Err(ApiError::bad_request(unsupported(def, f)));
     }
     Ok(())
 }
@@ -72,6 +109,19 @@ pub fn field_value(def: &ResourceDef, obj: &Value, field: &str) -> Option<String
             .pointer("/source/component")
             .and_then(Value::as_str)
             .map(str::to_string);
+    }
+    if def.group.is_empty() && def.plural == "pods" && field == "status.podIPs" {
+        // The pod's IPs joined by commas (upstream's selectable field).
+        let ips: Vec<&str> = obj
+            .pointer("/status/podIPs")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|ip| ip.get("ip").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        return Some(ips.join(","));
     }
     let ptr = format!("/{}", field.replace('.', "/"));
     match obj.pointer(&ptr)? {

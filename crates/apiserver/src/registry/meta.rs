@@ -221,6 +221,16 @@ pub fn record_managed(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // structured-merge-diff drops the entries it cannot convert to the written version:
+    // those of another group (an `events.k8s.io` Event written through the core API,
+    // and back, keeps only the writer's entry).
+    let group = |v: &str| v.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+    let written = group(api_version);
+    entries.retain(|e| {
+        e.get("apiVersion")
+            .and_then(Value::as_str)
+            .is_none_or(|v| group(v) == written)
+    });
     let is_me = |e: &Value| {
         e.get("manager").and_then(Value::as_str) == Some(manager)
             && e.get("operation").and_then(Value::as_str) == Some(operation)

@@ -29,12 +29,15 @@ pub(crate) fn pod_specs(def: &ResourceDef) -> &'static [&'static str] {
 
 /// The field errors of a create or update of `obj`: Leases' and Events' fields, workload
 /// selectors, config keys, Services' ports, containers (names, images, ports) and their
-/// resources, then the spec checks of [`crate::registry::validation`].
-pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<StatusCause> {
+/// resources, then the spec checks of [`crate::registry::validation`]. `old` is the
+/// object an update replaces (none for a create).
+pub(crate) fn validate(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<StatusCause> {
     let mut causes = Vec::new();
     match (def.group.as_str(), def.kind.as_str()) {
         ("coordination.k8s.io", "Lease") => lease(obj, &mut causes),
-        ("" | "events.k8s.io", "Event") => crate::registry::events::validate(def, obj, &mut causes),
+        ("" | "events.k8s.io", "Event") => {
+            crate::registry::events::validate(def, obj, old, &mut causes)
+        }
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet") => {
             workload_selector(obj, &mut causes)
         }

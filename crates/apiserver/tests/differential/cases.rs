@@ -4589,3 +4589,169 @@ pub fn go_type_errors() -> Scenario {
         ],
     }
 }
+
+/// One Event, two APIs: kube-apiserver keeps `events.k8s.io/v1` Events as core v1 Events,
+/// so each API reads, lists, watches, patches and deletes the Events the other wrote, in
+/// its own form (`regarding`/`involvedObject`, `note`/`message`, …).
+pub fn events_two_apis() -> Scenario {
+    let core = "/api/v1/namespaces/{ns}/events";
+    let v1 = "/apis/events.k8s.io/v1/namespaces/{ns}/events";
+    Scenario {
+        name: "events_two_apis",
+        steps: vec![
+            post(
+                "core-create",
+                core,
+                json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "c1"},
+                    "involvedObject": {"kind": "Pod", "name": "p", "namespace": "{ns}", "apiVersion": "v1"},
+                    "reason": "Started", "message": "m", "type": "Normal", "count": 2,
+                    "firstTimestamp": "2026-12-03T14:00:00Z", "lastTimestamp": "2026-12-03T14:00:05Z",
+                    "source": {"component": "kw", "host": "h1"}}),
+            ),
+            post(
+                "v1-create",
+                v1,
+                json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "v1e"},
+                    "eventTime": "2026-12-03T14:00:00.000001Z", "reportingController": "example.com/kw",
+                    "reportingInstance": "kw-1", "action": "Reconcile", "reason": "Synced", "type": "Warning",
+                    "regarding": {"kind": "Pod", "name": "p", "namespace": "{ns}"}, "note": "n",
+                    "related": {"kind": "Node", "name": "n1"},
+                    "series": {"count": 2, "lastObservedTime": "2026-12-03T14:00:01.000002Z"}}),
+            ),
+            get("core-as-v1", &format!("{v1}/c1")),
+            get("v1-as-core", &format!("{core}/v1e")),
+            get("list-core", core),
+            get("list-v1", v1),
+            get(
+                "list-core-by-involved",
+                &format!(
+                    "{core}?fieldSelector=involvedObject.name%3Dp,reportingComponent%3Dexample.com%2Fkw"
+                ),
+            ),
+            get(
+                "list-core-by-source",
+                &format!("{core}?fieldSelector=source%3Dkw"),
+            ),
+            get(
+                "list-v1-by-regarding",
+                &format!("{v1}?fieldSelector=regarding.name%3Dp"),
+            ),
+            get(
+                "list-v1-by-involved",
+                &format!("{v1}?fieldSelector=involvedObject.name%3Dp"),
+            ),
+            get(
+                "list-v1-by-name",
+                &format!("{v1}?fieldSelector=metadata.name%3Dc1"),
+            ),
+            get(
+                "list-v1-by-controller",
+                &format!(
+                    "{v1}?fieldSelector=reportingController%3Dexample.com%2Fkw,type%3DWarning"
+                ),
+            ),
+            get("list-v1-by-note", &format!("{v1}?fieldSelector=note%3Dn")),
+            patch(
+                "v1-patches-core",
+                &format!("{v1}/c1"),
+                MERGE,
+                json!({"note": "changed", "deprecatedCount": 3}),
+            ),
+            get("core-after-v1-patch", &format!("{core}/c1")),
+            patch(
+                "core-patches-v1",
+                &format!("{core}/v1e"),
+                MERGE,
+                json!({"message": "from core"}),
+            ),
+            get("v1-after-core-patch", &format!("{v1}/v1e")),
+            get("table-v1", v1).table(),
+            get(
+                "watch-v1",
+                &format!("{v1}?watch=1&resourceVersion={{rv:core-create}}&timeoutSeconds=1"),
+            )
+            .stream(),
+            get(
+                "watch-core",
+                &format!("{core}?watch=1&resourceVersion={{rv:core-create}}&timeoutSeconds=1"),
+            )
+            .stream(),
+            delete("v1-deletes-core", &format!("{v1}/c1")),
+            get("core-gone", &format!("{core}/c1")),
+            delete("core-deletes-v1", &format!("{core}/v1e")),
+            get("v1-gone", &format!("{v1}/v1e")),
+            get("list-v1-empty", v1),
+        ],
+    }
+}
+
+/// The field selectors each kind supports (kube-apiserver v1.36's field label
+/// conversions) and the three wordings of an unsupported one.
+pub fn field_selector_labels() -> Scenario {
+    let q = |path: &str, sel: &str| format!("{path}?fieldSelector={sel}");
+    Scenario {
+        name: "field_selector_labels",
+        steps: vec![
+            get(
+                "services-type",
+                &q(
+                    "/api/v1/namespaces/{ns}/services",
+                    "spec.type%3DClusterIP,spec.clusterIP%3D10.0.0.1",
+                ),
+            ),
+            get(
+                "services-unknown",
+                &q("/api/v1/namespaces/{ns}/services", "spec.ports%3Dx"),
+            ),
+            get(
+                "pods-ips",
+                &q("/api/v1/namespaces/{ns}/pods", "status.podIPs%3D10.1.0.1"),
+            ),
+            get(
+                "pods-unknown",
+                &q("/api/v1/namespaces/{ns}/pods", "spec.hostPID%3Dtrue"),
+            ),
+            get(
+                "rc-replicas",
+                &q(
+                    "/api/v1/namespaces/{ns}/replicationcontrollers",
+                    "status.replicas%3D1",
+                ),
+            ),
+            get(
+                "rs-replicas",
+                &q(
+                    "/apis/apps/v1/namespaces/{ns}/replicasets",
+                    "status.replicas%3D1",
+                ),
+            ),
+            get(
+                "jobs-successful",
+                &q(
+                    "/apis/batch/v1/namespaces/{ns}/jobs",
+                    "status.successful%3D1",
+                ),
+            ),
+            get(
+                "jobs-unknown",
+                &q("/apis/batch/v1/namespaces/{ns}/jobs", "status.failed%3D1"),
+            ),
+            get(
+                "secrets-unknown",
+                &q("/api/v1/namespaces/{ns}/secrets", "data%3Dx"),
+            ),
+            get(
+                "configmaps-unknown",
+                &q("/api/v1/namespaces/{ns}/configmaps", "data%3Dx"),
+            ),
+            get("nodes-unknown", &q("/api/v1/nodes", "spec.podCIDR%3Dx")),
+            get(
+                "csr-unknown",
+                &q(
+                    "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+                    "spec.username%3Dx",
+                ),
+            ),
+        ],
+    }
+}
