@@ -1,6 +1,7 @@
 //! Parsing of `#[kube(...)]` attributes (plain syn, no darling: one fewer build dependency
 //! and full control over error spans).
 
+use crate::json::{Json, ObjectError};
 use crate::names;
 use proc_macro2::{Span, TokenTree};
 use syn::meta::ParseNestedMeta;
@@ -466,25 +467,26 @@ fn check_column(col: &PrinterColumn, span: Span, errors: &mut Errors) {
     }
 }
 
-fn json_str(obj: &serde_json::Map<String, serde_json::Value>, key: &str) -> Option<String> {
-    obj.get(key)
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_string)
+fn json_member<'a>(obj: &'a [(String, Json)], key: &str) -> Option<&'a Json> {
+    obj.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+fn json_str(obj: &[(String, Json)], key: &str) -> Option<String> {
+    match json_member(obj, key) {
+        Some(Json::Str(s)) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// Parses a JSON-object literal (kube-rs's string form).
-fn json_object(
-    lit: &LitStr,
-    what: &str,
-    errors: &mut Errors,
-) -> Option<serde_json::Map<String, serde_json::Value>> {
-    match serde_json::from_str::<serde_json::Value>(&lit.value()) {
-        Ok(serde_json::Value::Object(m)) => Some(m),
-        Ok(_) => {
+fn json_object(lit: &LitStr, what: &str, errors: &mut Errors) -> Option<Vec<(String, Json)>> {
+    match crate::json::object(&lit.value()) {
+        Ok(m) => Some(m),
+        Err(ObjectError::NotAnObject) => {
             errors.at(lit.span(), format!("{what} JSON must be an object"));
             None
         }
-        Err(e) => {
+        Err(ObjectError::Syntax(e)) => {
             errors.at(lit.span(), format!("{what} is not valid JSON: {e}"));
             None
         }
@@ -501,7 +503,7 @@ fn parse_printcolumn(
         let Some(obj) = json_object(&lit, "printcolumn", errors) else {
             return Ok(None);
         };
-        for k in obj.keys() {
+        for k in obj.iter().map(|(k, _)| k) {
             if !matches!(
                 k.as_str(),
                 "name" | "jsonPath" | "type" | "priority" | "description" | "format"
@@ -518,10 +520,10 @@ fn parse_printcolumn(
             name: json_str(&obj, "name").unwrap_or_default(),
             json_path: json_str(&obj, "jsonPath").unwrap_or_default(),
             type_: json_str(&obj, "type").unwrap_or_else(|| "string".into()),
-            priority: obj
-                .get("priority")
-                .and_then(serde_json::Value::as_i64)
-                .and_then(|p| i32::try_from(p).ok()),
+            priority: match json_member(&obj, "priority") {
+                Some(Json::Num(Some(p))) => i32::try_from(*p).ok(),
+                _ => None,
+            },
             description: json_str(&obj, "description"),
             format: json_str(&obj, "format"),
         };

@@ -79,6 +79,7 @@
 
 mod attrs;
 mod codegen;
+mod json;
 mod names;
 
 use proc_macro::TokenStream;

@@ -2071,7 +2071,7 @@ fn exists_error(def: &ResourceDef, name: &str, existing: &Value) -> ApiError {
 
 /// Five characters of kube-apiserver's name-suffix alphabet (`utilrand.String`).
 pub(crate) fn random_suffix() -> String {
-    use rand::Rng;
+    use rand::RngExt;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
     (0..5)
@@ -2293,7 +2293,7 @@ fn decode_continue(tok: &str) -> Result<(i64, String), ApiError> {
         .map_err(|e| {
             let at = match e {
                 base64::DecodeError::InvalidByte(i, _)
-                | base64::DecodeError::InvalidLastSymbol(i, _) => i,
+                | base64::DecodeError::InvalidLastSymbol { offset: i, .. } => i,
                 base64::DecodeError::InvalidLength(n) => n,
                 base64::DecodeError::InvalidPadding => tok.find('=').unwrap_or(0),
             };

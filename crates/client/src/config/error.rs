@@ -237,7 +237,7 @@ pub(crate) fn base64_reason(err: &base64::DecodeError) -> String {
     match err {
         E::InvalidByte(offset, _) => format!("invalid character at offset {offset}"),
         E::InvalidLength(len) => format!("invalid input length {len}"),
-        E::InvalidLastSymbol(offset, _) => format!("invalid last symbol at offset {offset}"),
+        E::InvalidLastSymbol { offset, .. } => format!("invalid last symbol at offset {offset}"),
         E::InvalidPadding => "invalid padding".to_owned(),
     }
 }
