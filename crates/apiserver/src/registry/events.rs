@@ -154,7 +154,7 @@ pub(crate) fn validate(
             if new != was && !(unset(new) && unset(was)) {
                 causes.push(crate::error::invalid_cause(
                     path,
-                    &immutable_value(new),
+                    &crate::registry::immutable::go_value(new),
                     "field is immutable",
                 ));
             }
@@ -200,16 +200,6 @@ fn series(obj: &Value, causes: &mut Vec<StatusCause>) {
     }
     if series.get("lastObservedTime").is_none_or(Value::is_null) {
         causes.push(crate::error::required_cause("series.lastObservedTime"));
-    }
-}
-
-/// A changed field's new value as the immutability error prints it: strings quoted,
-/// `null` when unset, anything else as Go's JSON.
-fn immutable_value(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => "null".into(),
-        Some(Value::String(s)) => crate::error::go_quote(s),
-        Some(v) => crate::error::go_json_text(v),
     }
 }
 

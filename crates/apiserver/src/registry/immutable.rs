@@ -480,7 +480,7 @@ fn immutable(field: &str, value: &str) -> StatusCause {
 
 /// A value as a field error prints it: strings (and named string types) quoted as
 /// Go's `%q`, `null` when absent, anything else as Go's JSON.
-fn go_value(v: Option<&Value>) -> String {
+pub(crate) fn go_value(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => "null".into(),
         Some(Value::String(s)) => crate::error::go_quote(s),
