@@ -91,5 +91,6 @@ scenarios!(
     leases_and_events,
     events_two_apis,
     field_selector_labels,
+    managers_per_version,
     pagination,
 );

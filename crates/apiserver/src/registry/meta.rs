@@ -231,10 +231,15 @@ pub fn record_managed(
             .and_then(Value::as_str)
             .is_none_or(|v| group(v) == written)
     });
+    // The writer's entry, as kube-apiserver identifies it (`BuildManagerIdentifier`):
+    // manager, operation and subresource, and for an Update the apiVersion too (an
+    // applier has one entry whatever version it applies in).
     let is_me = |e: &Value| {
         e.get("manager").and_then(Value::as_str) == Some(manager)
             && e.get("operation").and_then(Value::as_str) == Some(operation)
             && e.get("subresource").and_then(Value::as_str) == subresource
+            && (operation == "Apply"
+                || e.get("apiVersion").and_then(Value::as_str) == Some(api_version))
     };
     let mut mine: std::collections::BTreeSet<fields::Path> = if operation == "Apply" {
         Default::default()

@@ -4755,3 +4755,47 @@ pub fn field_selector_labels() -> Scenario {
         ],
     }
 }
+
+/// Who owns what when one manager updates an object through two versions: an Update's
+/// managedFields entry is per manager, operation and apiVersion (two entries), an Apply's
+/// per manager and operation only (one, relabelled to the last version applied).
+pub fn managers_per_version() -> Scenario {
+    let versions: Vec<Value> = ["v1", "v2"]
+        .iter()
+        .map(|v| json!({"name": v, "served": true, "storage": *v == "v1",
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string"}}}}}}}))
+        .collect();
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.{ns}.kwdiff.example"},
+        "spec": {"group": "{ns}.kwdiff.example", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": versions}});
+    let v1 = "/apis/{ns}.kwdiff.example/v1/namespaces/{ns}/gadgets";
+    let v2 = "/apis/{ns}.kwdiff.example/v2/namespaces/{ns}/gadgets";
+    let gadget = |version: &str, name: &str, spec: Value| json!({"apiVersion": format!("{{ns}}.kwdiff.example/{version}"), "kind": "Gadget", "metadata": {"name": name}, "spec": spec});
+    Scenario {
+        name: "managers_per_version",
+        steps: vec![
+            post("create-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd),
+            get("established", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{ns}.kwdiff.example")
+                .until(established),
+            post("create-v1", v1, gadget("v1", "g1", json!({"a": "1"}))).retry_on(404),
+            patch("update-v2", &format!("{v2}/g1"), MERGE, json!({"spec": {"b": "2"}})),
+            patch("update-v1-again", &format!("{v1}/g1"), MERGE, json!({"spec": {"c": "3"}})),
+            patch(
+                "apply-v1",
+                &format!("{v1}/g2?fieldManager=applier"),
+                APPLY,
+                gadget("v1", "g2", json!({"a": "1"})),
+            ),
+            patch(
+                "apply-v2",
+                &format!("{v2}/g2?fieldManager=applier"),
+                APPLY,
+                gadget("v2", "g2", json!({"a": "1", "b": "2"})),
+            ),
+            delete("delete-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{ns}.kwdiff.example"),
+        ],
+    }
+}
