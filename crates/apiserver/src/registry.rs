@@ -6,6 +6,7 @@
 
 pub(crate) mod cron;
 pub(crate) mod defaults;
+pub(crate) mod dra;
 pub(crate) mod events;
 pub(crate) mod fields;
 pub(crate) mod filter;
@@ -257,6 +258,7 @@ fn names_for(group: &str, plural: &str) -> (Vec<String>, Vec<String>) {
         ("networking.k8s.io", "networkpolicies") => &["netpol"],
         ("policy", "poddisruptionbudgets") => &["pdb"],
         ("storage.k8s.io", "storageclasses") => &["sc"],
+        ("storage.k8s.io", "volumeattributesclasses") => &["vac"],
         ("scheduling.k8s.io", "priorityclasses") => &["pc"],
         ("certificates.k8s.io", "certificatesigningrequests") => &["csr"],
         ("apiextensions.k8s.io", "customresourcedefinitions") => &["crd", "crds"],

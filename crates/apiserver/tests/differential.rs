@@ -92,5 +92,6 @@ scenarios!(
     events_two_apis,
     field_selector_labels,
     managers_per_version,
+    dynamic_resources,
     pagination,
 );

@@ -348,3 +348,82 @@ async fn metadata_only_requests_travel_as_protobuf() {
     json.list_metadata(&lp).await.unwrap();
     assert!(take(&seen)[0].starts_with("application/json"));
 }
+
+/// The dynamic resource allocation kinds (resource.k8s.io/v1) travel as protobuf too,
+/// defaulted by the server and decoded the same both ways.
+#[tokio::test]
+async fn resource_claims_and_slices_travel_as_protobuf() {
+    use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let (client, seen) = recording(&env);
+    let claims: Api<ResourceClaim> =
+        Api::namespaced(client.clone(), &ns).with_content_type(ContentType::Protobuf);
+    let claim: ResourceClaim = serde_json::from_value(json!({
+        "metadata": {"name": "gpu"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
+    }))
+    .unwrap();
+    take(&seen);
+    let created = claims.create(&PostParams::default(), &claim).await.unwrap();
+    assert!(
+        take(&seen)
+            .iter()
+            .all(|c| c.starts_with("application/vnd.kubernetes.protobuf"))
+    );
+    // The server's defaults: one device, counted exactly.
+    let spec = created.spec.clone().unwrap();
+    let exactly = spec.devices.unwrap().requests.unwrap()[0]
+        .exactly
+        .clone()
+        .unwrap();
+    assert_eq!(exactly.allocation_mode.as_deref(), Some("ExactCount"));
+    assert_eq!(exactly.count, Some(1));
+    let json: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
+    assert_eq!(
+        claims.get("gpu").await.unwrap(),
+        json.get("gpu").await.unwrap()
+    );
+
+    // Its spec is immutable: a typed 422 naming the field.
+    let err = claims
+        .patch(
+            "gpu",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "other.example.com"}}]}}})),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(s.message.contains("field is immutable"), "{}", s.message);
+        }
+        other => panic!("expected a 422, got {other:?}"),
+    }
+
+    // A cluster-scoped ResourceSlice, found by its node.
+    let slices: Api<ResourceSlice> = Api::all(client).with_content_type(ContentType::Protobuf);
+    let name = format!("{ns}-node");
+    let slice: ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"driver": "gpu.example.com", "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "A100"}},
+                "capacity": {"memory": {"value": "40Gi"}}}]}
+    }))
+    .unwrap();
+    let created = slices.create(&PostParams::default(), &slice).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    let found = slices
+        .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1);
+    assert_eq!(
+        found.items[0].spec.devices.as_ref().unwrap()[0].name,
+        "gpu-0"
+    );
+    slices.delete(&name, &Default::default()).await.unwrap();
+}

@@ -112,6 +112,10 @@ macro_rules! builtin_types {
             k8s_openapi::api::networking::v1::ServiceCIDR,
             k8s_openapi::api::node::v1::RuntimeClass,
             k8s_openapi::api::policy::v1::PodDisruptionBudget,
+            k8s_openapi::api::resource::v1::DeviceClass,
+            k8s_openapi::api::resource::v1::ResourceClaim,
+            k8s_openapi::api::resource::v1::ResourceClaimTemplate,
+            k8s_openapi::api::resource::v1::ResourceSlice,
             k8s_openapi::api::rbac::v1::ClusterRole,
             k8s_openapi::api::rbac::v1::ClusterRoleBinding,
             k8s_openapi::api::rbac::v1::Role,
@@ -122,6 +126,7 @@ macro_rules! builtin_types {
             k8s_openapi::api::storage::v1::CSIStorageCapacity,
             k8s_openapi::api::storage::v1::StorageClass,
             k8s_openapi::api::storage::v1::VolumeAttachment,
+            k8s_openapi::api::storage::v1::VolumeAttributesClass,
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
             k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
         )

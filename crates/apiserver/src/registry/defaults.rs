@@ -444,3 +444,71 @@ pub fn limit_range(obj: &mut Value) {
         }
     }
 }
+
+/// `SetDefaults_ExactDeviceRequest` / `SetDefaults_DeviceSubRequest` (resource.k8s.io/v1):
+/// the allocation mode is `ExactCount` and an exact count 1; a toleration's operator is
+/// `Equal` (`SetDefaults_DeviceToleration`).
+fn device_request(r: &mut Value) {
+    if !r.is_object() {
+        return;
+    }
+    if r.get("allocationMode")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        r["allocationMode"] = json!("ExactCount");
+    }
+    if r.get("allocationMode") == Some(&json!("ExactCount"))
+        && r.get("count").and_then(Value::as_i64).unwrap_or(0) == 0
+    {
+        r["count"] = json!(1);
+    }
+    if let Some(ts) = r.get_mut("tolerations").and_then(Value::as_array_mut) {
+        for t in ts.iter_mut().filter(|t| t.is_object()) {
+            if t.get("operator")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                t["operator"] = json!("Equal");
+            }
+        }
+    }
+}
+
+/// A ResourceClaimSpec's defaults (a claim's `spec`, a template's `spec.spec`).
+pub fn resource_claim_spec(spec: &mut Value) {
+    let Some(requests) = spec
+        .pointer_mut("/devices/requests")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for r in requests.iter_mut() {
+        if let Some(e) = r.get_mut("exactly") {
+            device_request(e);
+        }
+        if let Some(subs) = r.get_mut("firstAvailable").and_then(Value::as_array_mut) {
+            subs.iter_mut().for_each(device_request);
+        }
+    }
+}
+
+/// `SetDefaults_DeviceTaint`: a ResourceSlice device's taint is added now (whole
+/// seconds). DeviceClasses have no defaults of their own.
+pub fn device_class_or_slice(obj: &mut Value) {
+    let Some(devices) = obj
+        .pointer_mut("/spec/devices")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for d in devices.iter_mut() {
+        if let Some(taints) = d.get_mut("taints").and_then(Value::as_array_mut) {
+            for t in taints.iter_mut().filter(|t| t.is_object()) {
+                if t.get("timeAdded").is_none_or(Value::is_null) {
+                    t["timeAdded"] = json!(crate::registry::meta::now_time());
+                }
+            }
+        }
+    }
+}

@@ -52,6 +52,7 @@ fn extra_fields(def: &ResourceDef) -> &'static [&'static str] {
         ("", "services") => &["spec.clusterIP", "spec.type"],
         ("batch", "jobs") => &["status.successful"],
         ("certificates.k8s.io", "certificatesigningrequests") => &["spec.signerName"],
+        ("resource.k8s.io", "resourceslices") => &["spec.nodeName", "spec.driver"],
         _ => &[],
     }
 }
@@ -75,6 +76,9 @@ fn unsupported(def: &ResourceDef, f: &str) -> String {
             format!("field label not supported: {f}")
         }
         ("batch", "jobs") => format!("field label {f:?} not supported for Job"),
+        ("resource.k8s.io", "resourceslices") => {
+            format!("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {f}")
+        }
         _ => format!(
             "\"{f}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
         ),

@@ -18,6 +18,9 @@ pub(crate) fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Ve
     let mut causes = Vec::new();
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "configmaps") => frozen(old, new, &["data", "binaryData"], &mut causes),
+        ("resource.k8s.io", plural) | ("storage.k8s.io", plural @ "volumeattributesclasses") => {
+            crate::registry::dra::validate_update(plural, old, new, &mut causes)
+        }
         ("", "secrets") => {
             if old.get("type") != new.get("type") {
                 causes.push(immutable("type", &go_value(new.get("type"))));

@@ -449,12 +449,12 @@ impl<'a> Ty<'a> {
     /// The struct's fields that an empty Go value still serialises: struct fields without
     /// a pointer (`default: {}`, with their types) and required fields (`None`: present
     /// as `null` or a zero value).
-    fn zero_fields(self) -> Vec<(&'a str, Option<Ty<'a>>)> {
+    fn zero_fields(self) -> Vec<(&'a str, Zero<'a>)> {
         let (t, n) = self.node();
         let Node::Object { fields, .. } = n else {
             return vec![];
         };
-        let mut out: Vec<(&'a str, Option<Ty<'a>>)> = fields
+        let mut out: Vec<(&'a str, Zero<'a>)> = fields
             .iter()
             .filter_map(|(name, f)| {
                 let ty = Ty {
@@ -462,9 +462,11 @@ impl<'a> Ty<'a> {
                     id: f.node,
                 };
                 if is_struct_default(f.default.as_ref()) {
-                    Some((name.as_str(), Some(ty)))
+                    Some((name.as_str(), Zero::Struct(ty)))
+                } else if let Some(unset) = &f.unset {
+                    Some((name.as_str(), Zero::Scalar(unset)))
                 } else if f.required {
-                    Some((name.as_str(), None))
+                    Some((name.as_str(), Zero::Scalar(&Value::Null)))
                 } else {
                     None
                 }
@@ -473,6 +475,15 @@ impl<'a> Ty<'a> {
         out.sort_by_key(|(n, _)| *n);
         out
     }
+}
+
+/// What an empty Go struct serialises for one of its fields.
+enum Zero<'a> {
+    /// A struct without a pointer: `{}` and its own zero fields.
+    Struct(Ty<'a>),
+    /// A scalar Go always writes (`""`, `0`, `false`; a time's `null`), or a required
+    /// field (`null`).
+    Scalar(&'a Value),
 }
 
 fn is_struct_default(d: Option<&Value>) -> bool {
@@ -490,8 +501,8 @@ pub fn zero_object(ty: Option<Ty<'_>>) -> Value {
         }
         for (name, sub) in ty.zero_fields() {
             let v = match sub {
-                Some(t) => build(t, depth + 1),
-                None => Value::Null,
+                Zero::Struct(t) => build(t, depth + 1),
+                Zero::Scalar(v) => v.clone(),
             };
             m.insert(name.to_string(), v);
         }
@@ -510,7 +521,7 @@ pub fn fill_struct_fields(v: &mut Value, ty: Option<Ty<'_>>) {
     match v {
         Value::Object(m) => {
             for (name, sub) in ty.zero_fields() {
-                if sub.is_some() && !m.contains_key(name) {
+                if matches!(sub, Zero::Struct(_)) && !m.contains_key(name) {
                     m.insert(name.to_string(), Value::Object(serde_json::Map::new()));
                 }
             }

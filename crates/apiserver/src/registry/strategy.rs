@@ -155,6 +155,10 @@ pub fn for_def(def: &ResourceDef) -> &'static dyn Strategy {
         ("", "endpoints") => &ENDPOINTS,
         ("scheduling.k8s.io", "priorityclasses") => &PRIORITY_CLASS,
         ("storage.k8s.io", "volumeattachments") => &VOLUME_ATTACHMENT,
+        ("storage.k8s.io", "volumeattributesclasses") => &VOLUME_ATTRIBUTES_CLASS,
+        ("resource.k8s.io", "deviceclasses" | "resourceslices") => &DEVICE_CLASS_OR_SLICE,
+        ("resource.k8s.io", "resourceclaims") => &RESOURCE_CLAIM,
+        ("resource.k8s.io", "resourceclaimtemplates") => &RESOURCE_CLAIM_TEMPLATE,
         ("apiextensions.k8s.io", "customresourcedefinitions") => &CRD,
         _ => &GENERIC,
     }
@@ -708,6 +712,33 @@ static INGRESS: Kind = Kind {
 };
 static VOLUME_ATTACHMENT: Kind = Kind {
     status: Some(|_| json!({"attached": false})),
+    ..kind(Generation::None)
+};
+static VOLUME_ATTRIBUTES_CLASS: Kind = Kind {
+    // The StorageObjectInUseProtection admission plugin.
+    create: Some(|o| add_finalizer(o, "kubernetes.io/vac-protection")),
+    ..kind(Generation::None)
+};
+static DEVICE_CLASS_OR_SLICE: Kind = Kind {
+    defaults: Some(crate::registry::defaults::device_class_or_slice),
+    ..kind(Generation::Spec)
+};
+static RESOURCE_CLAIM: Kind = Kind {
+    // `PrepareForCreate` resets the status; Go writes the empty struct.
+    status: Some(|_| json!({})),
+    defaults: Some(|o| {
+        if let Some(spec) = o.get_mut("spec") {
+            crate::registry::defaults::resource_claim_spec(spec);
+        }
+    }),
+    ..kind(Generation::None)
+};
+static RESOURCE_CLAIM_TEMPLATE: Kind = Kind {
+    defaults: Some(|o| {
+        if let Some(spec) = o.pointer_mut("/spec/spec") {
+            crate::registry::defaults::resource_claim_spec(spec);
+        }
+    }),
     ..kind(Generation::None)
 };
 static CRD: Kind = Kind {

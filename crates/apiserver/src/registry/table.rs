@@ -113,6 +113,39 @@ fn s(v: Option<&Value>) -> String {
     }
 }
 
+/// A ResourceClaim's STATE cell (`resourceClaimState`): deleted, pending (not allocated),
+/// allocated, reserved (in use by a consumer), deallocating (deleted while allocated and
+/// no longer in use), comma-separated.
+fn claim_state(o: &Value) -> String {
+    let deleted = o
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    let allocated = o
+        .pointer("/status/allocation")
+        .is_some_and(|a| !a.is_null());
+    let reserved = o
+        .pointer("/status/reservedFor")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
+    let mut states = Vec::new();
+    if deleted {
+        states.push("deleted");
+    }
+    if !allocated {
+        if !deleted {
+            states.push("pending");
+        }
+    } else {
+        states.push("allocated");
+        if reserved {
+            states.push("reserved");
+        } else if deleted {
+            states.push("deallocating");
+        }
+    }
+    states.join(",")
+}
+
 fn cells(def: &ResourceDef, cols: &[Value], o: &Value) -> Vec<Value> {
     let name = json!(
         o.pointer("/metadata/name")
@@ -869,6 +902,17 @@ fn cells(def: &ResourceDef, cols: &[Value], o: &Value) -> Vec<Value> {
                     .and_then(Value::as_bool)
                     .unwrap_or(false)
             ),
+            age,
+        ],
+        ("storage.k8s.io", "volumeattributesclasses") => {
+            vec![name, json!(s(o.get("driverName"))), age]
+        }
+        ("resource.k8s.io", "resourceclaims") => vec![name, json!(claim_state(o)), age],
+        ("resource.k8s.io", "resourceslices") => vec![
+            name,
+            json!(s(o.pointer("/spec/nodeName"))),
+            json!(s(o.pointer("/spec/driver"))),
+            json!(s(o.pointer("/spec/pool/name"))),
             age,
         ],
         ("node.k8s.io", "runtimeclasses") => vec![name, json!(s(o.get("handler"))), age],

@@ -123,6 +123,19 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
                 }
             }
         }
+        ("resource.k8s.io", "DeviceClass") => crate::registry::dra::device_class(obj, causes),
+        ("resource.k8s.io", "ResourceClaim") => crate::registry::dra::claim_spec(
+            obj.get("spec").unwrap_or(&Value::Null),
+            "spec",
+            causes,
+        ),
+        ("resource.k8s.io", "ResourceClaimTemplate") => {
+            crate::registry::dra::claim_template(obj, causes)
+        }
+        ("resource.k8s.io", "ResourceSlice") => crate::registry::dra::resource_slice(obj, causes),
+        ("storage.k8s.io", "VolumeAttributesClass") => {
+            crate::registry::dra::volume_attributes_class(obj, causes)
+        }
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding")
             if obj
                 .pointer("/roleRef/name")

@@ -30,10 +30,7 @@ fn only_builtin_groups(body: &mut Value) {
     }
 }
 
-const DRA: &str =
-    "the embedded server does not serve dynamic resource allocation (resource.k8s.io)";
 const HPA_V1: &str = "the embedded server serves HorizontalPodAutoscalers as autoscaling/v2 only";
-const VAC: &str = "the embedded server does not serve VolumeAttributesClasses";
 const MAP: &str = "the embedded server does not serve MutatingAdmissionPolicies";
 const CSR_APPROVAL: &str =
     "the embedded server has no certificatesigningrequests/approval subresource";
@@ -99,7 +96,6 @@ pub fn discovery() -> Scenario {
                 .ignore("body.resources[name=services/proxy]", PROXY_SUBS),
             get("apis", "/apis")
                 .transform(only_builtin_groups)
-                .ignore("body.groups[name=resource.k8s.io]", DRA)
                 .ignore("body.groups[name=autoscaling].versions[version=v1]", HPA_V1),
             get("apis-apps", "/apis/apps"),
             get("apis-apps-v1", "/apis/apps/v1"),
@@ -108,8 +104,8 @@ pub fn discovery() -> Scenario {
             get("apis-apiextensions-v1", "/apis/apiextensions.k8s.io/v1"),
             get("apis-autoscaling", "/apis/autoscaling")
                 .ignore("body.versions[version=v1]", HPA_V1),
-            get("apis-storage-v1", "/apis/storage.k8s.io/v1")
-                .ignore("body.resources[name=volumeattributesclasses]", VAC),
+            get("apis-storage-v1", "/apis/storage.k8s.io/v1"),
+            get("apis-resource-v1", "/apis/resource.k8s.io/v1"),
             get("apis-authorization-v1", "/apis/authorization.k8s.io/v1"),
             get("apis-missing", "/apis/nosuch.example.com/v1"),
             get("api-v2-missing", "/api/v2"),
@@ -133,9 +129,7 @@ pub fn discovery_aggregated() -> Scenario {
             get("apis", "/apis")
                 .header("Accept", AGGREGATED)
                 .transform(only_builtin_groups)
-                .ignore("body.items[name=resource.k8s.io]", DRA)
                 .ignore("body.items[name=autoscaling].versions[version=v1]", HPA_V1)
-                .ignore("body.items[name=storage.k8s.io].versions[version=v1].resources[resource=volumeattributesclasses]", VAC)
                 .ignore("body.items[name=admissionregistration.k8s.io].versions[version=v1].resources[resource=mutatingadmissionpolic*]", MAP)
                 .ignore("body.items[name=certificates.k8s.io].versions[version=v1].resources[resource=certificatesigningrequests].subresources[subresource=approval]", CSR_APPROVAL),
         ],
@@ -4796,6 +4790,232 @@ pub fn managers_per_version() -> Scenario {
                 gadget("v2", "g2", json!({"a": "1", "b": "2"})),
             ),
             delete("delete-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{ns}.kwdiff.example"),
+        ],
+    }
+}
+
+/// resource.k8s.io/v1 (dynamic resource allocation) and VolumeAttributesClasses: defaults,
+/// generations, the common validation errors, immutable fields, tables and field
+/// selectors, as v1.36 answers them.
+pub fn dynamic_resources() -> Scenario {
+    let classes = "/apis/resource.k8s.io/v1/deviceclasses";
+    let claims = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims";
+    let templates = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates";
+    let slices = "/apis/resource.k8s.io/v1/resourceslices";
+    let vacs = "/apis/storage.k8s.io/v1/volumeattributesclasses";
+    let exactly = |class: &str| json!({"deviceClassName": class});
+    let claim = |name: &str, requests: Value| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name}, "spec": {"devices": {"requests": requests}}})
+    };
+    let slice = |name: &str, spec: Value| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    Scenario {
+        name: "dynamic_resources",
+        steps: vec![
+            post(
+                "class-create",
+                classes,
+                json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                    "metadata": {"name": "{ns}.gpu.example.com"},
+                    "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}],
+                        "config": [{"opaque": {"driver": "gpu.example.com", "parameters": {"mode": "fast"}}}]}}),
+            ),
+            patch(
+                "class-spec-change",
+                &format!("{classes}/{{ns}}.gpu.example.com"),
+                MERGE,
+                json!({"spec": {"config": null}}),
+            ),
+            patch(
+                "class-label-change",
+                &format!("{classes}/{{ns}}.gpu.example.com"),
+                MERGE,
+                json!({"metadata": {"labels": {"a": "b"}}}),
+            ),
+            post(
+                "class-invalid",
+                classes,
+                json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                    "metadata": {"name": "{ns}-bad"},
+                    "spec": {"selectors": [{}],
+                        "config": [{}, {"opaque": {"driver": "", "parameters": "x"}},
+                            {"opaque": {"driver": "Bad_Driver", "parameters": {"a": 1}}}]}}),
+            ),
+            post(
+                "claim-create",
+                claims,
+                claim("c1", json!([{"name": "gpu", "exactly": exactly("{ns}.gpu.example.com")},
+                    {"name": "any", "firstAvailable": [
+                        {"name": "big", "deviceClassName": "big.example.com",
+                         "tolerations": [{"key": "example.com/t", "value": "v"}]},
+                        {"name": "all", "deviceClassName": "small.example.com", "allocationMode": "All"}]}])),
+            ),
+            get("claim-get", &format!("{claims}/c1")),
+            post(
+                "claim-invalid",
+                claims,
+                claim("c2", json!([
+                    {"name": "Bad.Name", "exactly": exactly("")},
+                    {"name": "neither"},
+                    {"name": "both", "exactly": exactly("x"), "firstAvailable": [{"name": "s", "deviceClassName": "x"}]},
+                    {"name": "all", "exactly": {"deviceClassName": "x", "allocationMode": "All", "count": 2}},
+                    {"name": "some", "exactly": {"deviceClassName": "x", "allocationMode": "Some"}},
+                    {"name": "neg", "exactly": {"deviceClassName": "x", "count": -1}},
+                    {"name": "all"},
+                    {"name": "tol", "exactly": {"deviceClassName": "x", "tolerations": [
+                        {"key": "k", "operator": "Exists", "value": "v"},
+                        {"key": "k", "operator": "Less"},
+                        {"key": "k", "value": "v", "effect": "Sometimes"}]}},
+                    {"name": "sel", "exactly": {"deviceClassName": "x", "selectors": [{}]}},
+                ])),
+            ),
+            post(
+                "claim-invalid-constraints",
+                claims,
+                json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c3"},
+                    "spec": {"devices": {"requests": [{"name": "a", "exactly": exactly("x")}],
+                        "constraints": [{"requests": ["a", "missing"], "matchAttribute": "example.com/model"}, {"requests": ["a"]}],
+                        "config": [{"requests": ["a/b/c"], "opaque": {"driver": "d.example.com", "parameters": {}}}, {"requests": ["a"]}]}}}),
+            ),
+            patch(
+                "claim-spec-immutable",
+                &format!("{claims}/c1"),
+                MERGE,
+                json!({"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly("other")}]}}}),
+            ),
+            patch(
+                "claim-labels",
+                &format!("{claims}/c1"),
+                MERGE,
+                json!({"metadata": {"labels": {"a": "b"}}, "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}}),
+            ),
+            get("claims-table", claims).table(),
+            post(
+                "template-create",
+                templates,
+                json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t1"},
+                    "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly("x")}]}}}}),
+            ),
+            post(
+                "template-invalid",
+                templates,
+                json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t2"},
+                    "spec": {"metadata": {"name": "n", "labels": {"ok": "yes"}, "finalizers": ["x/y"]},
+                        "spec": {"devices": {"requests": [{"name": "-x", "exactly": exactly("x")}]}}}}),
+            ),
+            patch(
+                "template-spec-immutable",
+                &format!("{templates}/t1"),
+                MERGE,
+                json!({"spec": {"metadata": {"labels": {"a": "b"}}}}),
+            ),
+            get("templates-table", templates).table(),
+            post(
+                "slice-create",
+                slices,
+                slice("{ns}-node1", json!({"driver": "gpu.example.com", "nodeName": "{ns}-node1",
+                    "pool": {"name": "{ns}-node1", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "A100"}, "example.com/index": {"int": 0}},
+                        "capacity": {"memory": {"value": "40Gi"}}}]})),
+            ),
+            post(
+                "slice-all-nodes",
+                slices,
+                slice("{ns}-all", json!({"driver": "net.example.com", "allNodes": true,
+                    "pool": {"name": "{ns}-pool", "generation": 0, "resourceSliceCount": 2}, "devices": []})),
+            ),
+            post(
+                "slice-invalid",
+                slices,
+                slice("{ns}-bad", json!({"driver": "", "pool": {"name": "", "generation": -1, "resourceSliceCount": 0},
+                    "devices": [{"name": "d"}, {"name": "d"}, {"name": "Bad_Name"},
+                        {"name": "two", "attributes": {"a": {"string": "x", "int": 1}}},
+                        {"name": "key", "attributes": {"bad key": {"bool": true}}},
+                        {"name": "empty-key", "capacity": {"": {"value": "1"}}},
+                        {"name": "taint", "taints": [{"key": "k", "effect": ""}, {"key": "k", "effect": "Never"}]}]})),
+            ),
+            post(
+                "slice-two-selections",
+                slices,
+                slice("{ns}-two", json!({"driver": "gpu.example.com", "nodeName": "n", "allNodes": true,
+                    "pool": {"name": "p", "resourceSliceCount": 1}})),
+            ),
+            post(
+                "slice-false-and-empty",
+                slices,
+                slice("{ns}-false", json!({"driver": "gpu.example.com", "nodeName": "", "allNodes": false,
+                    "pool": {"name": "p", "resourceSliceCount": 1}})),
+            ),
+            patch(
+                "slice-devices-change",
+                &format!("{slices}/{{ns}}-node1"),
+                MERGE,
+                json!({"spec": {"devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}}),
+            ),
+            patch(
+                "slice-immutable",
+                &format!("{slices}/{{ns}}-node1"),
+                MERGE,
+                json!({"spec": {"driver": "other.example.com", "nodeName": "other", "pool": {"name": "other"}}}),
+            ),
+            get(
+                "slices-by-node",
+                &format!("{slices}?fieldSelector=spec.nodeName%3D{{ns}}-node1"),
+            ),
+            get(
+                "slices-by-driver",
+                &format!("{slices}?fieldSelector=spec.driver%3Dnet.example.com,metadata.name%3D{{ns}}-all"),
+            ),
+            get(
+                "slices-unknown-selector",
+                &format!("{slices}?fieldSelector=spec.pool.name%3Dx"),
+            ),
+            get(
+                "claims-unknown-selector",
+                &format!("{claims}?fieldSelector=status.allocation%3Dx"),
+            ),
+            get(
+                "slices-table",
+                &format!("{slices}?fieldSelector=spec.driver%3Dgpu.example.com,metadata.name%3D{{ns}}-node1"),
+            )
+            .table(),
+            post(
+                "vac-create",
+                vacs,
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+                    "metadata": {"name": "{ns}-gold"}, "driverName": "pd.csi.storage.gke.io",
+                    "parameters": {"iops": "3000"}}),
+            ),
+            post(
+                "vac-invalid",
+                vacs,
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+                    "metadata": {"name": "{ns}-bad"}, "parameters": {"": "x"}}),
+            ),
+            post(
+                "vac-invalid-driver",
+                vacs,
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+                    "metadata": {"name": "{ns}-bad2"}, "driverName": "not a driver!"}),
+            ),
+            patch(
+                "vac-update",
+                &format!("{vacs}/{{ns}}-gold"),
+                MERGE,
+                json!({"driverName": "other.csi.io", "parameters": {"iops": "5000"}}),
+            ),
+            get(
+                "vac-table",
+                &format!("{vacs}?fieldSelector=metadata.name%3D{{ns}}-gold"),
+            )
+            .table(),
+            delete("claim-delete", &format!("{claims}/c1")),
+            delete("template-delete", &format!("{templates}/t1")),
+            delete("slice-delete", &format!("{slices}/{{ns}}-all")),
+            delete("class-delete", &format!("{classes}/{{ns}}.gpu.example.com")),
         ],
     }
 }
