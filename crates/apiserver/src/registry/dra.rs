@@ -737,6 +737,38 @@ pub(crate) fn volume_attributes_class(obj: &Value, out: &mut Vec<StatusCause>) {
     }
 }
 
+/// Consumers a claim may be reserved for (`ResourceClaimReservedForMaxSize`).
+const MAX_RESERVED_FOR: usize = 256;
+
+/// `ValidateResourceClaimStatusUpdate`'s common checks: a claim is reserved only once
+/// allocated, for at most 256 consumers, each once (by uid).
+pub(crate) fn claim_status(_old: &Value, new: &Value, out: &mut Vec<StatusCause>) {
+    let status = new.get("status").unwrap_or(&Value::Null);
+    let reserved = items(status, "reservedFor");
+    let allocated = status.get("allocation").is_some_and(|a| !a.is_null());
+    if !reserved.is_empty() && !allocated {
+        out.push(forbidden(
+            "status.reservedFor",
+            "may not be specified when `allocated` is not set",
+        ));
+        return;
+    }
+    if reserved.len() > MAX_RESERVED_FOR {
+        out.push(too_many(
+            "status.reservedFor",
+            reserved.len(),
+            MAX_RESERVED_FOR,
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, r) in reserved.iter().enumerate() {
+        let uid = str_of(r, "uid");
+        if !seen.insert(uid.to_string()) {
+            out.push(duplicate(&format!("status.reservedFor[{i}].uid"), uid));
+        }
+    }
+}
+
 /// The update checks: what may not change (`Validate<Kind>Update`).
 pub(crate) fn validate_update(plural: &str, old: &Value, new: &Value, out: &mut Vec<StatusCause>) {
     match plural {

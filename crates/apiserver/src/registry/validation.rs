@@ -1359,6 +1359,9 @@ pub(crate) fn validate_status(
                 }
             }
         }
+        ("resource.k8s.io", "ResourceClaim") => {
+            crate::registry::dra::claim_status(old, obj, causes)
+        }
         _ => {}
     }
 }

@@ -4892,6 +4892,21 @@ pub fn dynamic_resources() -> Scenario {
                 MERGE,
                 json!({"metadata": {"labels": {"a": "b"}}, "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}}),
             ),
+            patch(
+                "claim-status-reserved-unallocated",
+                &format!("{claims}/c1/status"),
+                MERGE,
+                json!({"status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}}),
+            ),
+            patch(
+                "claim-status-allocated",
+                &format!("{claims}/c1/status"),
+                MERGE,
+                json!({"metadata": {"labels": {"from": "status"}}, "spec": {"devices": null},
+                    "status": {"allocation": {"devices": {"results": [
+                        {"request": "gpu", "driver": "gpu.example.com", "pool": "node1", "device": "gpu-0"}]},
+                        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node1"]}]}]}}}}),
+            ),
             get("claims-table", claims).table(),
             post(
                 "template-create",
