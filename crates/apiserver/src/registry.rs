@@ -283,6 +283,8 @@ fn names_for(group: &str, plural: &str) -> (Vec<String>, Vec<String>) {
                 "admissionregistration.k8s.io",
                 "mutatingwebhookconfigurations"
                     | "validatingwebhookconfigurations"
+                    | "mutatingadmissionpolicies"
+                    | "mutatingadmissionpolicybindings"
                     | "validatingadmissionpolicies"
                     | "validatingadmissionpolicybindings"
             )

@@ -93,5 +93,6 @@ scenarios!(
     field_selector_labels,
     managers_per_version,
     dynamic_resources,
+    mutating_policies,
     pagination,
 );

@@ -152,7 +152,34 @@ impl Admission {
 /// mutating plugins, which run first, are the caller's). Whether they changed it; the
 /// object before the first change is kept in `adm.basis` unless that is already set.
 pub(crate) async fn mutate(srv: &ApiServer, adm: &mut Admission) -> Result<bool, ApiError> {
-    webhook::mutate(srv, &mut adm.attrs, &mut adm.warnings, &mut adm.basis).await
+    let def = srv
+        .registry
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&adm.attrs.group, &adm.attrs.version, &adm.attrs.resource);
+    let ty = def
+        .as_deref()
+        .and_then(|d| crate::registry::schema::for_resource(d, None));
+    let before = adm.attrs.object.clone();
+    let mut pass = if adm.attrs.subresource.is_empty() {
+        policy::mutating::mutate(&srv.storage, &mut adm.attrs, ty, None)?
+    } else {
+        policy::mutating::Pass::default()
+    };
+    if pass.changed && adm.basis.is_none() {
+        adm.basis = before;
+    }
+    let hooks_changed =
+        webhook::mutate(srv, &mut adm.attrs, &mut adm.warnings, &mut adm.basis).await?;
+    if hooks_changed {
+        pass.changed_after();
+    }
+    let mut changed = pass.changed || hooks_changed;
+    if pass.needs_reinvocation() {
+        let again = policy::mutating::mutate(&srv.storage, &mut adm.attrs, ty, Some(&pass))?;
+        changed |= again.changed;
+    }
+    Ok(changed)
 }
 
 /// Validating admission: PodSecurity, ValidatingAdmissionPolicies, then the validating

@@ -695,6 +695,12 @@ fn merge_list(
     Ok(())
 }
 
+/// Merges an applied configuration into an object, owning nothing (a mutating policy's
+/// `ApplyConfiguration`): [`apply_merge`] from the object's root.
+pub(crate) fn merge_applied(orig: &mut Value, applied: &Value, ty: Option<Ty<'_>>) {
+    apply_merge(orig, applied, ty, false);
+}
+
 /// Merges an applied configuration into an object: maps recursively, map-lists by key,
 /// sets by value; atomic lists, structs and maps (and lists without a schema) are replaced.
 fn apply_merge(orig: &mut Value, applied: &Value, ty: Option<Ty<'_>>, atomic: bool) {

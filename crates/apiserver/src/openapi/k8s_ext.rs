@@ -9,6 +9,9 @@
 pub(super) static FIELD_EXTENSIONS: &[(&str, &str, &str)] = &[
     ("io.k8s.api.admissionregistration.v1.MatchResources", "excludeResourceRules", r#"{"x-kubernetes-list-type":"atomic"}"#),
     ("io.k8s.api.admissionregistration.v1.MatchResources", "resourceRules", r#"{"x-kubernetes-list-type":"atomic"}"#),
+    ("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec", "matchConditions", r#"{"x-kubernetes-list-map-keys":["name"],"x-kubernetes-list-type":"map","x-kubernetes-patch-merge-key":"name","x-kubernetes-patch-strategy":"merge"}"#),
+    ("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec", "mutations", r#"{"x-kubernetes-list-type":"atomic"}"#),
+    ("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec", "variables", r#"{"x-kubernetes-list-type":"atomic"}"#),
     ("io.k8s.api.admissionregistration.v1.MutatingWebhook", "admissionReviewVersions", r#"{"x-kubernetes-list-type":"atomic"}"#),
     ("io.k8s.api.admissionregistration.v1.MutatingWebhook", "matchConditions", r#"{"x-kubernetes-list-map-keys":["name"],"x-kubernetes-list-type":"map","x-kubernetes-patch-merge-key":"name","x-kubernetes-patch-strategy":"merge"}"#),
     ("io.k8s.api.admissionregistration.v1.MutatingWebhook", "rules", r#"{"x-kubernetes-list-type":"atomic"}"#),

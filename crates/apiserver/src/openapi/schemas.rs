@@ -87,6 +87,8 @@ macro_rules! builtin_types {
             k8s_openapi::api::core::v1::Secret,
             k8s_openapi::api::core::v1::Service,
             k8s_openapi::api::core::v1::ServiceAccount,
+            k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy,
+            k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding,
             k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
             k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
             k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,

@@ -11,10 +11,15 @@ pub type GoFields = (
 
 /// The table.
 pub static GO_FIELDS: &[GoFields] = &[
+    ("io.k8s.api.admissionregistration.v1.ApplyConfiguration", &["expression"], &[]),
     ("io.k8s.api.admissionregistration.v1.AuditAnnotation", &[], &[("key", "\"\""), ("valueExpression", "\"\"")]),
     ("io.k8s.api.admissionregistration.v1.ExpressionWarning", &[], &[("fieldRef", "\"\""), ("warning", "\"\"")]),
+    ("io.k8s.api.admissionregistration.v1.JSONPatch", &["expression"], &[]),
     ("io.k8s.api.admissionregistration.v1.MatchCondition", &[], &[("expression", "\"\""), ("name", "\"\"")]),
+    ("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec", &["policyName"], &[]),
+    ("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec", &["reinvocationPolicy"], &[]),
     ("io.k8s.api.admissionregistration.v1.MutatingWebhook", &[], &[("name", "\"\"")]),
+    ("io.k8s.api.admissionregistration.v1.Mutation", &[], &[("patchType", "\"\"")]),
     ("io.k8s.api.admissionregistration.v1.ParamKind", &["apiVersion", "kind"], &[]),
     ("io.k8s.api.admissionregistration.v1.ParamRef", &["name", "namespace"], &[]),
     ("io.k8s.api.admissionregistration.v1.ServiceReference", &[], &[("name", "\"\""), ("namespace", "\"\"")]),

@@ -144,7 +144,10 @@ pub fn for_def(def: &ResourceDef) -> &'static dyn Strategy {
         ("networking.k8s.io", "ingressclasses") => &INGRESS_CLASS,
         (
             "admissionregistration.k8s.io",
-            "validatingadmissionpolicies" | "validatingadmissionpolicybindings",
+            "validatingadmissionpolicies"
+            | "validatingadmissionpolicybindings"
+            | "mutatingadmissionpolicies"
+            | "mutatingadmissionpolicybindings",
         ) => &ADMISSION_POLICY,
         ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => &PRIORITY_LEVEL,
         ("storage.k8s.io", "csidrivers") => &CSI_DRIVER,
@@ -258,9 +261,13 @@ static ADMISSION_POLICY: Kind = Kind {
     // `SetDefaults_ValidatingAdmissionPolicySpec` and `SetDefaults_MatchResources`.
     defaults: Some(|o| {
         // A binding names its policy; a policy has a failure policy.
+        let binding = o
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("Binding"));
         if let Some(spec) = o
             .get_mut("spec")
-            .filter(|s| s.is_object() && s.get("policyName").is_none())
+            .filter(|s| !binding && s.is_object() && s.get("policyName").is_none())
         {
             crate::registry::defaults::set_default(spec, "/failurePolicy", json!("Fail"));
         }

@@ -926,9 +926,17 @@ fn cells(def: &ResourceDef, cols: &[Value], o: &Value) -> Vec<Value> {
                 .map_or(0, Vec::len);
             vec![name, json!(n), age]
         }
-        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+        (
+            "admissionregistration.k8s.io",
+            plural @ ("validatingadmissionpolicies" | "mutatingadmissionpolicies"),
+        ) => {
+            let list = if plural == "validatingadmissionpolicies" {
+                "/spec/validations"
+            } else {
+                "/spec/mutations"
+            };
             let n = o
-                .pointer("/spec/validations")
+                .pointer(list)
                 .and_then(Value::as_array)
                 .map_or(0, Vec::len);
             let param = match o.pointer("/spec/paramKind") {
@@ -939,7 +947,10 @@ fn cells(def: &ResourceDef, cols: &[Value], o: &Value) -> Vec<Value> {
             };
             vec![name, json!(n), json!(param), age]
         }
-        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings" | "mutatingadmissionpolicybindings",
+        ) => {
             let param = match o.pointer("/spec/paramRef") {
                 Some(p) if p.is_object() => {
                     match p

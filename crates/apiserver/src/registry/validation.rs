@@ -123,6 +123,14 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
                 }
             }
         }
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicy") => {
+            mutating_policy(spec, causes)
+        }
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding")
+            if str_at(spec, "policyName").is_none_or(str::is_empty) =>
+        {
+            causes.push(required("spec.policyName"));
+        }
         ("resource.k8s.io", "DeviceClass") => crate::registry::dra::device_class(obj, causes),
         ("resource.k8s.io", "ResourceClaim") => crate::registry::dra::claim_spec(
             obj.get("spec").unwrap_or(&Value::Null),
@@ -1363,6 +1371,54 @@ pub(crate) fn validate_status(
             crate::registry::dra::claim_status(old, obj, causes)
         }
         _ => {}
+    }
+}
+
+/// `ValidateMutatingAdmissionPolicy`'s structure: match constraints, each mutation's patch
+/// type and the one expression that goes with it, the reinvocation policy. (Expressions
+/// are not compiled here.)
+fn mutating_policy(spec: &Value, causes: &mut Vec<StatusCause>) {
+    const FAILURE: &[&str] = &["Fail", "Ignore"];
+    if let Some(f) = str_at(spec, "failurePolicy").filter(|f| !FAILURE.contains(f)) {
+        causes.push(not_supported("spec.failurePolicy", f, FAILURE));
+    }
+    if spec.get("matchConstraints").is_none_or(Value::is_null) {
+        causes.push(required("spec.matchConstraints"));
+    }
+    const TYPES: &[&str] = &["ApplyConfiguration", "JSONPatch"];
+    for (i, m) in items(spec, "mutations").iter().enumerate() {
+        let at = format!("spec.mutations[{i}]");
+        let set = |k: &str| m.get(k).is_some_and(|v| !v.is_null());
+        match str_at(m, "patchType").unwrap_or("") {
+            "" => causes.push(required(&format!("{at}.patchType"))),
+            t @ ("JSONPatch" | "ApplyConfiguration") => {
+                let (mine, other) = if t == "JSONPatch" {
+                    ("jsonPatch", "applyConfiguration")
+                } else {
+                    ("applyConfiguration", "jsonPatch")
+                };
+                if !set(mine) {
+                    causes.push(required_why(
+                        &format!("{at}.{mine}"),
+                        &format!("must be specified when patchType is {t}"),
+                    ));
+                }
+                if set(other) {
+                    causes.push(invalid(
+                        &format!("{at}.{other}"),
+                        &go_quote(&format!("{{{other}}}")),
+                        &format!("must not be specified when patchType is {t}"),
+                    ));
+                }
+            }
+            t => causes.push(not_supported(&format!("{at}.patchType"), t, TYPES)),
+        }
+    }
+    const REINVOCATION: &[&str] = &["IfNeeded", "Never"];
+    match str_at(spec, "reinvocationPolicy").unwrap_or("") {
+        "" => causes.push(required("spec.reinvocationPolicy")),
+        r if REINVOCATION.contains(&r) => {}
+        r => causes.push(not_supported("spec.reinvocationPolicy", r, REINVOCATION)),
     }
 }
 

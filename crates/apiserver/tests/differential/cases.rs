@@ -31,7 +31,6 @@ fn only_builtin_groups(body: &mut Value) {
 }
 
 const HPA_V1: &str = "the embedded server serves HorizontalPodAutoscalers as autoscaling/v2 only";
-const MAP: &str = "the embedded server does not serve MutatingAdmissionPolicies";
 const CSR_APPROVAL: &str =
     "the embedded server has no certificatesigningrequests/approval subresource";
 const PROXY_SUBS: &str = "the embedded server runs no pods: no log/exec/attach/portforward/proxy/resize/ephemeralcontainers subresources";
@@ -130,7 +129,6 @@ pub fn discovery_aggregated() -> Scenario {
                 .header("Accept", AGGREGATED)
                 .transform(only_builtin_groups)
                 .ignore("body.items[name=autoscaling].versions[version=v1]", HPA_V1)
-                .ignore("body.items[name=admissionregistration.k8s.io].versions[version=v1].resources[resource=mutatingadmissionpolic*]", MAP)
                 .ignore("body.items[name=certificates.k8s.io].versions[version=v1].resources[resource=certificatesigningrequests].subresources[subresource=approval]", CSR_APPROVAL),
         ],
     }
@@ -5031,6 +5029,156 @@ pub fn dynamic_resources() -> Scenario {
             delete("template-delete", &format!("{templates}/t1")),
             delete("slice-delete", &format!("{slices}/{{ns}}-all")),
             delete("class-delete", &format!("{classes}/{{ns}}.gpu.example.com")),
+        ],
+    }
+}
+
+/// MutatingAdmissionPolicies (admissionregistration.k8s.io/v1): defaults, a JSONPatch
+/// and an ApplyConfiguration mutation (what they add is owned by no manager), a match
+/// condition, an update, the errors of a failing expression and of a patch that does not
+/// apply, `failurePolicy: Ignore`, and invalid policies, as v1.36 answers them.
+pub fn mutating_policies() -> Scenario {
+    let policies = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies";
+    let bindings = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings";
+    let cms = "/api/v1/namespaces/{ns}/configmaps";
+    let rules = |resources: &str, ops: Value| json!({"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops, "resources": [resources]}]});
+    let policy = |name: &str, constraints: Value, extra: Value| {
+        let mut spec = json!({"matchConstraints": constraints, "reinvocationPolicy": "Never"});
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    let binding = |name: &str| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": name}, "spec": {"policyName": name,
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "{ns}"}}}}})
+    };
+    let jp = |expr: &str| json!({"mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expr}}]});
+    let cm = |name: &str, extra: Value| {
+        let mut o = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}});
+        if let Some(m) = extra.as_object() {
+            for (k, v) in m {
+                o["metadata"][k] = v.clone();
+            }
+        }
+        o
+    };
+    // A policy takes effect once kube-apiserver's policy informers have it.
+    let mutated = |v: &Value| {
+        v.pointer("/body/metadata/labels/jp") == Some(&json!("yes"))
+            && v.pointer("/body/metadata/annotations/ac") == Some(&json!("yes"))
+    };
+    let sa_refused = |v: &Value| v.get("status").and_then(Value::as_u64) != Some(201);
+    Scenario {
+        name: "mutating_policies",
+        steps: vec![
+            post(
+                "jp-policy",
+                policies,
+                policy("{ns}-jp", rules("configmaps", json!(["CREATE"])),
+                    jp(r#"[JSONPatch{op: "add", path: "/metadata/labels", value: {"jp": "yes"}}]"#)),
+            ),
+            post("jp-binding", bindings, binding("{ns}-jp")),
+            post(
+                "ac-policy",
+                policies,
+                policy("{ns}-ac", rules("configmaps", json!(["CREATE", "UPDATE"])), json!({
+                    "matchConditions": [{"name": "not-skipped",
+                        "expression": "!has(object.metadata.annotations) || !('skip' in object.metadata.annotations)"}],
+                    "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                        r#"Object{metadata: Object.metadata{annotations: {"ac": "yes"}}, data: {"added": "by-policy"}}"#}}],
+                    "reinvocationPolicy": "IfNeeded"})),
+            ),
+            post("ac-binding", bindings, binding("{ns}-ac")),
+            post("wait-for-policies", &format!("{cms}?dryRun=All"), cm("probe", json!({})))
+                .until(mutated),
+            post("create-mutated", cms, cm("c1", json!({}))),
+            post("create-skipped", cms, cm("c2", json!({"annotations": {"skip": "1"}}))),
+            patch(
+                "update-reapplies",
+                &format!("{cms}/c1"),
+                MERGE,
+                json!({"data": {"added": null, "k": "w"}}),
+            ),
+            post(
+                "err-policy",
+                policies,
+                policy("{ns}-err", rules("secrets", json!(["CREATE"])),
+                    jp(r#"[JSONPatch{op: "add", path: "/metadata/labels", value: object.metadata.annotations["missing"]}]"#)),
+            ),
+            post("err-binding", bindings, binding("{ns}-err")),
+            post(
+                "badpath-policy",
+                policies,
+                policy("{ns}-badpath", rules("serviceaccounts", json!(["CREATE"])),
+                    jp(r#"[JSONPatch{op: "replace", path: "/metadata/labels/nope", value: "x"}]"#)),
+            ),
+            post("badpath-binding", bindings, binding("{ns}-badpath")),
+            post(
+                "ignore-policy",
+                policies,
+                {
+                    let mut p = policy("{ns}-ignore", rules("endpoints", json!(["CREATE"])),
+                        jp(r#"[JSONPatch{op: "replace", path: "/metadata/labels/nope", value: "x"}]"#));
+                    p["spec"]["failurePolicy"] = json!("Ignore");
+                    p
+                },
+            ),
+            post("ignore-binding", bindings, binding("{ns}-ignore")),
+            post(
+                "wait-for-error-policies",
+                "/api/v1/namespaces/{ns}/serviceaccounts?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "probe"}}),
+            )
+            .until(sa_refused),
+            post(
+                "expression-error",
+                "/api/v1/namespaces/{ns}/secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"}}),
+            ),
+            post(
+                "patch-does-not-apply",
+                "/api/v1/namespaces/{ns}/serviceaccounts",
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa1"}}),
+            ),
+            post(
+                "ignored-failure",
+                "/api/v1/namespaces/{ns}/endpoints",
+                json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ep"}}),
+            ),
+            post(
+                "invalid-policy",
+                policies,
+                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+                    "metadata": {"name": "{ns}-invalid"}, "spec": {
+                        "mutations": [{"patchType": "Merge"}, {"patchType": "JSONPatch"},
+                            {"patchType": "ApplyConfiguration", "jsonPatch": {"expression": "[]"}}]}}),
+            ),
+            post(
+                "invalid-binding",
+                bindings,
+                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+                    "metadata": {"name": "{ns}-invalid"}, "spec": {}}),
+            ),
+            get(
+                "policies-table",
+                &format!("{policies}?fieldSelector=metadata.name%3D{{ns}}-ac"),
+            )
+            .table(),
+            delete("delete-jp", &format!("{policies}/{{ns}}-jp")),
+            delete("delete-jp-binding", &format!("{bindings}/{{ns}}-jp")),
+            delete("delete-ac", &format!("{policies}/{{ns}}-ac")),
+            delete("delete-ac-binding", &format!("{bindings}/{{ns}}-ac")),
+            delete("delete-err", &format!("{policies}/{{ns}}-err")),
+            delete("delete-err-binding", &format!("{bindings}/{{ns}}-err")),
+            delete("delete-badpath", &format!("{policies}/{{ns}}-badpath")),
+            delete("delete-badpath-binding", &format!("{bindings}/{{ns}}-badpath")),
+            delete("delete-ignore", &format!("{policies}/{{ns}}-ignore")),
+            delete("delete-ignore-binding", &format!("{bindings}/{{ns}}-ignore")),
         ],
     }
 }

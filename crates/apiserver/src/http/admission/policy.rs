@@ -1136,5 +1136,7 @@ fn go_error_text(e: &cel::ExecutionError) -> String {
     }
 }
 
+pub(crate) mod mutating;
+
 #[cfg(test)]
 mod tests;

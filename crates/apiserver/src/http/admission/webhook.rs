@@ -699,7 +699,7 @@ async fn apply_patch(
 }
 
 /// The JSON patch library's (evanphx/json-patch) text for an operation that does not apply.
-fn patch_error(op: &json_patch::PatchOperation) -> String {
+pub(crate) fn patch_error(op: &json_patch::PatchOperation) -> String {
     use json_patch::PatchOperation as P;
     match op {
         P::Replace(o) => format!(
