@@ -8,6 +8,7 @@
 pub(crate) mod bootstrap;
 pub(crate) mod disruption;
 pub(crate) mod gc;
+pub(crate) mod resource_claims;
 
 use crate::http::api::ApiServer;
 use crate::http::delete::{DeleteOptions, delete_obj};
@@ -59,6 +60,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     crate::controllers::bootstrap::api_services(srv);
     service_cidrs(srv);
     storage_protection(srv);
+    resource_claims::reconcile(srv);
 }
 
 const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";

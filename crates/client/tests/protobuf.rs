@@ -427,3 +427,75 @@ async fn resource_claims_and_slices_travel_as_protobuf() {
     );
     slices.delete(&name, &Default::default()).await.unwrap();
 }
+
+/// A pod's claim from a template: kube-controller-manager's resourceclaim controller makes
+/// the ResourceClaim (owned by the pod, deleted with it) and names it in the pod's status.
+#[tokio::test]
+async fn a_pod_gets_its_resource_claims_from_templates() {
+    use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let client = env.client();
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
+    let claims: Api<ResourceClaim> =
+        Api::namespaced(client.clone(), &ns).with_content_type(ContentType::Protobuf);
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    let pp = PostParams::default();
+    let template: ResourceClaimTemplate = serde_json::from_value(json!({
+        "metadata": {"name": "gpu"},
+        "spec": {"metadata": {"labels": {"from": "template"}},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}}
+    }))
+    .unwrap();
+    templates.create(&pp, &template).await.unwrap();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p1"},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]}
+    }))
+    .unwrap();
+    let created = pods.create(&pp, &pod).await.unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+
+    // Watch the pod until its status names the claim.
+    let wp = WatchParams::default()
+        .fields("metadata.name=p1")
+        .timeout(30);
+    let mut events = Box::pin(pods.watch(&wp, &rv).await.unwrap());
+    let claim_name = tokio::time::timeout(std::time::Duration::from_secs(35), async {
+        while let Some(e) = events.next().await {
+            if let Ok(WatchEvent::Modified(p)) = e
+                && let Some(s) = p
+                    .status
+                    .and_then(|s| s.resource_claim_statuses)
+                    .and_then(|s| s.into_iter().find(|s| s.name == "gpu"))
+            {
+                return s.resource_claim_name;
+            }
+        }
+        None
+    })
+    .await
+    .unwrap()
+    .expect("the pod's status names its claim");
+    assert!(claim_name.starts_with("p1-gpu-"), "{claim_name}");
+
+    let claim = claims.get(&claim_name).await.unwrap();
+    let owner = &claim.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Pod", "p1"));
+    assert_eq!(owner.uid, created.metadata.uid.clone().unwrap());
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(
+        claim.metadata.annotations.as_ref().unwrap()["resource.kubernetes.io/pod-claim-name"],
+        "gpu"
+    );
+    assert_eq!(claim.metadata.labels.as_ref().unwrap()["from"], "template");
+    let spec = claim.spec.unwrap();
+    let exactly = spec.devices.unwrap().requests.unwrap()[0]
+        .exactly
+        .clone()
+        .unwrap();
+    assert_eq!(exactly.device_class_name, "gpu.example.com");
+    assert_eq!(exactly.count, Some(1));
+}
