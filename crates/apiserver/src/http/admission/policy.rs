@@ -782,12 +782,13 @@ const DECLARED: [&str; 5] = [
 
 impl Program {
     /// Parses `src` (cached by text), then checks it names only declared variables.
-    fn compile(src: &str, has_params: bool) -> Result<Arc<Program>, String> {
+    fn compile(src: &str, has_params: bool, extra: &[&str]) -> Result<Arc<Program>, String> {
         let p = parsed(src)?;
-        let undeclared = p
-            .names
-            .iter()
-            .find(|n| !DECLARED.contains(&n.as_str()) && (!has_params || n.as_str() != "params"));
+        let undeclared = p.names.iter().find(|n| {
+            !DECLARED.contains(&n.as_str())
+                && !extra.contains(&n.as_str())
+                && (!has_params || n.as_str() != "params")
+        });
         match undeclared {
             Some(n) => Err(format!(
                 "ERROR: <input>: undeclared reference to '{n}' (in container '')"
@@ -887,7 +888,17 @@ struct Expression {
 
 impl Expression {
     fn new(text: &str, has_params: bool, declared_variables: &[String]) -> Self {
-        let program = Program::compile(text, has_params).and_then(|p| {
+        Self::new_with(text, has_params, declared_variables, &[])
+    }
+
+    /// Like [`Expression::new`], with `extra` names declared too (function namespaces).
+    fn new_with(
+        text: &str,
+        has_params: bool,
+        declared_variables: &[String],
+        extra: &[&str],
+    ) -> Self {
+        let program = Program::compile(text, has_params, extra).and_then(|p| {
             let unknown = p
                 .variables
                 .iter()
@@ -973,6 +984,7 @@ impl CompiledPolicy {
         let mut vars = Variables {
             policy: self,
             values: HashMap::new(),
+            mutating: false,
         };
         let on_error = |message: String, out: &mut Vec<Failure>| {
             if fail == FailurePolicy::Fail {
@@ -1034,6 +1046,8 @@ impl CompiledPolicy {
 struct Variables<'p> {
     policy: &'p CompiledPolicy,
     values: HashMap<String, Result<cel::Value, String>>,
+    /// A mutating policy's evaluation: its library (`jsonpatch.escapeKey`) is declared.
+    mutating: bool,
 }
 
 impl Variables<'_> {
@@ -1106,6 +1120,9 @@ impl Variables<'_> {
             ctx.add_variable_from_value("params", input.params.clone());
             ctx.add_variable_from_value("namespaceObject", input.namespace.clone());
             ctx.add_variable_from_value("variables", cel::Value::Map(bound.into()));
+            if self.mutating {
+                let _ = ctx.add_function("jsonpatch.escapeKey", mutating::escape_key);
+            }
             cel::Value::resolve(&p.expr, &ctx)
         }));
         match result {

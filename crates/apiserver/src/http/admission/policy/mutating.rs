@@ -244,6 +244,7 @@ fn run_pair(
         let mut vars = Variables {
             policy: &compiled,
             values: Default::default(),
+            mutating: true,
         };
         // Match conditions see the object as it came to this policy.
         let input = input_for(&object);
@@ -273,6 +274,7 @@ fn run_pair(
             let mut vars = Variables {
                 policy: &compiled,
                 values: Default::default(),
+                mutating: true,
             };
             let result = vars
                 .run_mutation(expr, &input)
@@ -383,7 +385,7 @@ fn kind_of(v: &Value) -> &'static str {
 impl Expression {
     /// A mutation's expression: its struct literals build maps.
     fn mutation(text: &str, has_params: bool, declared_variables: &[String]) -> Self {
-        let mut e = Expression::new(text, has_params, declared_variables);
+        let mut e = Expression::new_with(text, has_params, declared_variables, &["jsonpatch"]);
         if let Ok(p) = &e.program {
             let mut expr = p.expr.clone();
             structs_as_maps(&mut expr);
@@ -404,6 +406,11 @@ impl Variables<'_> {
         v.json()
             .map_err(|err| format!("expression '{}' resulted in error: {err}", e.text))
     }
+}
+
+/// `jsonpatch.escapeKey`: a map key as one JSON pointer token (`~` as `~0`, `/` as `~1`).
+pub(super) fn escape_key(key: std::sync::Arc<String>) -> String {
+    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// Rewrites struct literals (`Object{a: 1}`, `Object.spec{...}`, `JSONPatch{...}`) into
@@ -503,6 +510,30 @@ mod tests {
             v,
             json!([{"op": "add", "path": "/a/-", "value": 1}, {"op": "add", "path": "/a/-", "value": 2}])
         );
+    }
+
+    #[test]
+    fn escape_key_makes_one_pointer_token() {
+        let e = Expression::mutation(
+            r#"[JSONPatch{op: "add", path: "/metadata/labels/" + jsonpatch.escapeKey("example.com/a~b"), value: "x"}]"#,
+            false,
+            &[],
+        );
+        let compiled = CompiledPolicy::get(&json!({}), false);
+        let mut vars = Variables {
+            policy: &compiled,
+            values: Default::default(),
+            mutating: true,
+        };
+        let input = Input {
+            object: cel::Value::Null,
+            old_object: cel::Value::Null,
+            request: cel::Value::Null,
+            params: cel::Value::Null,
+            namespace: cel::Value::Null,
+        };
+        let v = vars.run_mutation(&e, &input).unwrap();
+        assert_eq!(v[0]["path"], json!("/metadata/labels/example.com~1a~0b"));
     }
 
     #[test]
