@@ -741,12 +741,26 @@ pub(crate) fn volume_attributes_class(obj: &Value, out: &mut Vec<StatusCause>) {
 const MAX_RESERVED_FOR: usize = 256;
 
 /// `ValidateResourceClaimStatusUpdate`'s common checks: a claim is reserved only once
-/// allocated, for at most 256 consumers, each once (by uid).
-pub(crate) fn claim_status(_old: &Value, new: &Value, out: &mut Vec<StatusCause>) {
+/// allocated, for at most 256 consumers, each once (by uid); a new allocation's results
+/// name the claim's requests, drivers, pools and devices properly; an allocation does not
+/// change once made; a device's status is for an allocated device.
+pub(crate) fn claim_status(old: &Value, new: &Value, out: &mut Vec<StatusCause>) {
     let status = new.get("status").unwrap_or(&Value::Null);
+    let allocation = status.get("allocation").filter(|a| !a.is_null());
+    let old_allocation = old.pointer("/status/allocation").filter(|a| !a.is_null());
+    if let Some(a) = allocation {
+        match old_allocation {
+            Some(o) if o != a => out.push(invalid(
+                "status.allocation",
+                &go_internal(Some(a), ALLOCATION),
+                "field is immutable",
+            )),
+            Some(_) => {}
+            None => allocation_results(new, a, out),
+        }
+    }
     let reserved = items(status, "reservedFor");
-    let allocated = status.get("allocation").is_some_and(|a| !a.is_null());
-    if !reserved.is_empty() && !allocated {
+    if !reserved.is_empty() && allocation.is_none() {
         out.push(forbidden(
             "status.reservedFor",
             "may not be specified when `allocated` is not set",
@@ -766,6 +780,84 @@ pub(crate) fn claim_status(_old: &Value, new: &Value, out: &mut Vec<StatusCause>
         if !seen.insert(uid.to_string()) {
             out.push(duplicate(&format!("status.reservedFor[{i}].uid"), uid));
         }
+    }
+    let allocated: Vec<(String, String, String, String)> = allocation
+        .map(|a| items(a.get("devices").unwrap_or(&Value::Null), "results"))
+        .unwrap_or_default()
+        .iter()
+        .map(device_key)
+        .collect();
+    for (i, d) in items(status, "devices").iter().enumerate() {
+        let key = device_key(d);
+        if !allocated.contains(&key) {
+            let (driver, pool, device, share) = key;
+            out.push(invalid(
+                &format!("status.devices[{i}]"),
+                &format!(
+                    "{{\"Driver\":{},\"Pool\":{},\"Device\":{},\"ShareID\":{}}}",
+                    go_json_text(&Value::String(driver)),
+                    go_json_text(&Value::String(pool)),
+                    go_json_text(&Value::String(device)),
+                    go_json_text(&Value::String(share))
+                ),
+                "must be an allocated device in the claim",
+            ));
+        }
+    }
+}
+
+/// What identifies an allocated device: driver, pool, device and share.
+fn device_key(v: &Value) -> (String, String, String, String) {
+    let f = |k: &str| str_of(v, k).to_string();
+    (f("driver"), f("pool"), f("device"), f("shareID"))
+}
+
+/// A new allocation's results: each names a request of the claim, a driver, a pool and a
+/// device.
+fn allocation_results(claim: &Value, allocation: &Value, out: &mut Vec<StatusCause>) {
+    let mut names: Vec<String> = Vec::new();
+    for r in items(
+        claim.pointer("/spec/devices").unwrap_or(&Value::Null),
+        "requests",
+    ) {
+        let name = str_of(&r, "name").to_string();
+        for s in items(&r, "firstAvailable") {
+            names.push(format!("{name}/{}", str_of(&s, "name")));
+        }
+        names.push(name);
+    }
+    let results = items(allocation.get("devices").unwrap_or(&Value::Null), "results");
+    if results.len() > MAX_32 {
+        out.push(too_many(
+            "status.allocation.devices.results",
+            results.len(),
+            MAX_32,
+        ));
+    }
+    for (i, r) in results.iter().enumerate() {
+        let rb = format!("status.allocation.devices.results[{i}]");
+        let request = str_of(r, "request");
+        if !names.iter().any(|n| n == request) {
+            out.push(invalid(
+                &format!("{rb}.request"),
+                &go_quote(request),
+                REQUEST_REF,
+            ));
+        }
+        driver_name(&format!("{rb}.driver"), str_of(r, "driver"), out);
+        let pool = str_of(r, "pool");
+        if pool.is_empty() {
+            out.push(required(&format!("{rb}.pool")));
+        } else if pool.len() > 253 {
+            out.push(too_long(&format!("{rb}.pool"), 253));
+        } else if pool.split('/').any(|p| !subdomain_re(p)) {
+            out.push(invalid(
+                &format!("{rb}.pool"),
+                &go_quote(pool),
+                DNS_SUBDOMAIN_ERROR,
+            ));
+        }
+        dns_label(&format!("{rb}.device"), str_of(r, "device"), out);
     }
 }
 
@@ -883,6 +975,54 @@ static DEVICE_CLAIM: &GoStruct = &[
     ("requests", "Requests", Go::StructList(REQUEST)),
     ("constraints", "Constraints", Go::StructList(CONSTRAINT)),
     ("config", "Config", Go::StructList(CLAIM_CONFIG)),
+];
+static REQUIREMENT: &GoStruct = &[
+    ("key", "Key", Go::Str),
+    ("operator", "Operator", Go::Str),
+    ("values", "Values", Go::Json),
+];
+static TERM: &GoStruct = &[
+    (
+        "matchExpressions",
+        "MatchExpressions",
+        Go::StructList(REQUIREMENT),
+    ),
+    ("matchFields", "MatchFields", Go::StructList(REQUIREMENT)),
+];
+static NODE_SELECTOR: &GoStruct = &[(
+    "nodeSelectorTerms",
+    "NodeSelectorTerms",
+    Go::StructList(TERM),
+)];
+static RESULT: &GoStruct = &[
+    ("request", "Request", Go::Str),
+    ("driver", "Driver", Go::Str),
+    ("pool", "Pool", Go::Str),
+    ("device", "Device", Go::Str),
+    ("adminAccess", "AdminAccess", Go::Json),
+    ("tolerations", "Tolerations", Go::StructList(TOLERATION)),
+    ("bindingConditions", "BindingConditions", Go::Json),
+    (
+        "bindingFailureConditions",
+        "BindingFailureConditions",
+        Go::Json,
+    ),
+    ("shareID", "ShareID", Go::Json),
+    ("consumedCapacity", "ConsumedCapacity", Go::Json),
+];
+static ALLOCATION_CONFIG: &GoStruct = &[
+    ("source", "Source", Go::Str),
+    ("requests", "Requests", Go::Json),
+    ("", "DeviceConfiguration", Go::Inline(CONFIGURATION)),
+];
+static DEVICE_ALLOCATION: &GoStruct = &[
+    ("results", "Results", Go::StructList(RESULT)),
+    ("config", "Config", Go::StructList(ALLOCATION_CONFIG)),
+];
+static ALLOCATION: &GoStruct = &[
+    ("devices", "Devices", Go::Struct(DEVICE_ALLOCATION)),
+    ("nodeSelector", "NodeSelector", Go::Ptr(NODE_SELECTOR)),
+    ("allocationTimestamp", "AllocationTimestamp", Go::Json),
 ];
 static CLAIM_SPEC: &GoStruct = &[("devices", "Devices", Go::Struct(DEVICE_CLAIM))];
 static TEMPLATE_SPEC: &GoStruct = &[

@@ -4853,6 +4853,11 @@ pub fn dynamic_resources() -> Scenario {
             ),
             get("claim-get", &format!("{claims}/c1")),
             post(
+                "claim-create-second",
+                claims,
+                claim("c2-ok", json!([{"name": "gpu", "exactly": exactly("x")}])),
+            ),
+            post(
                 "claim-invalid",
                 claims,
                 claim("c2", json!([
@@ -4904,6 +4909,37 @@ pub fn dynamic_resources() -> Scenario {
                     "status": {"allocation": {"devices": {"results": [
                         {"request": "gpu", "driver": "gpu.example.com", "pool": "node1", "device": "gpu-0"}]},
                         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node1"]}]}]}}}}),
+            ),
+            patch(
+                "claim-status-bad-results",
+                &format!("{claims}/c2-ok/status"),
+                MERGE,
+                json!({"status": {"allocation": {"devices": {"results": [
+                    {"request": "nosuch", "driver": "Bad_Driver", "pool": "", "device": "Bad.Dev"},
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "node1", "device": "gpu-0"},
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "node1", "device": "gpu-0"}]}}}}),
+            ),
+            patch(
+                "claim-status-ok",
+                &format!("{claims}/c2-ok/status"),
+                MERGE,
+                json!({"status": {"allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "node1", "device": "gpu-0"}]}}}}),
+            ),
+            patch(
+                "claim-status-reallocate",
+                &format!("{claims}/c2-ok/status"),
+                MERGE,
+                json!({"status": {"allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "node1", "device": "gpu-1"}]}}}}),
+            ),
+            patch(
+                "claim-status-devices",
+                &format!("{claims}/c2-ok/status"),
+                MERGE,
+                json!({"status": {"devices": [
+                    {"driver": "gpu.example.com", "pool": "node1", "device": "gpu-0", "data": {"a": 1}},
+                    {"driver": "gpu.example.com", "pool": "node1", "device": "gpu-9"}]}}),
             ),
             get("claims-table", claims).table(),
             post(
