@@ -10,6 +10,8 @@ use crate::error::{
     invalid_cause as invalid, label_value_errors, qualified_name_errors,
     required_cause as required,
 };
+use crate::registry::resources::items;
+use crate::registry::validation::{duplicate, not_supported, required_why};
 use kubewright_core::StatusCause;
 use serde_json::{Map, Value};
 
@@ -33,14 +35,6 @@ fn cause(reason: &str, field: &str, message: String) -> StatusCause {
     }
 }
 
-fn required_why(field: &str, why: &str) -> StatusCause {
-    cause(
-        "FieldValueRequired",
-        field,
-        format!("Required value: {why}"),
-    )
-}
-
 fn too_many(field: &str, n: usize, max: usize) -> StatusCause {
     cause(
         "FieldValueTooMany",
@@ -57,45 +51,13 @@ fn too_long(field: &str, max: usize) -> StatusCause {
     )
 }
 
-fn duplicate(field: &str, value: &str) -> StatusCause {
-    cause(
-        "FieldValueDuplicate",
-        field,
-        format!("Duplicate value: {}", go_quote(value)),
-    )
-}
-
-fn not_supported(field: &str, value: &str, supported: &[&str]) -> StatusCause {
-    let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
-    cause(
-        "FieldValueNotSupported",
-        field,
-        format!(
-            "Unsupported value: {}: supported values: {}",
-            go_quote(value),
-            list.join(", ")
-        ),
-    )
-}
-
-fn items(v: &Value, key: &str) -> Vec<Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn str_of<'v>(v: &'v Value, key: &str) -> &'v str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The DNS-1123 label pattern alone (Go reports the length separately).
 fn label_re(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+    crate::registry::meta::dns_label_shape(s)
 }
 
 fn subdomain_re(s: &str) -> bool {
@@ -342,9 +304,22 @@ fn duplicates(list: &[Value], key: &str, base: &str, out: &mut Vec<StatusCause>)
     for (i, item) in list.iter().enumerate() {
         let k = str_of(item, key);
         if !seen.insert(k.to_string()) {
-            out.push(duplicate(&format!("{base}[{i}]"), k));
+            out.push(duplicate(&format!("{base}[{i}]"), &go_quote(k)));
         }
     }
+}
+
+/// The names a claim's references may use: its requests', and `request/subrequest`.
+fn request_names(devices: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for r in items(devices, "requests") {
+        let name = str_of(r, "name");
+        names.push(name.to_string());
+        for s in items(r, "firstAvailable") {
+            names.push(format!("{name}/{}", str_of(s, "name")));
+        }
+    }
+    names
 }
 
 /// A ResourceClaimSpec (a claim's `spec`, a template's `spec.spec`).
@@ -359,12 +334,9 @@ pub(crate) fn claim_spec(spec: &Value, base: &str, out: &mut Vec<StatusCause>) {
             MAX_32,
         ));
     }
-    // Request names, and `request/subrequest` names, for references.
-    let mut names: Vec<String> = Vec::new();
     for (i, r) in requests.iter().enumerate() {
         let rb = format!("{dbase}.requests[{i}]");
         let name = str_of(r, "name");
-        names.push(name.to_string());
         dns_label(&format!("{rb}.name"), name, out);
         let subs = items(r, "firstAvailable");
         let mut kinds = 0;
@@ -379,12 +351,10 @@ pub(crate) fn claim_spec(spec: &Value, base: &str, out: &mut Vec<StatusCause>) {
             }
             for (j, s) in subs.iter().enumerate() {
                 let sb = format!("{rb}.firstAvailable[{j}]");
-                let sub = str_of(s, "name");
-                names.push(format!("{name}/{sub}"));
-                dns_label(&format!("{sb}.name"), sub, out);
+                dns_label(&format!("{sb}.name"), str_of(s, "name"), out);
                 request_body(s, &sb, out);
             }
-            duplicates(&subs, "name", &format!("{rb}.firstAvailable"), out);
+            duplicates(subs, "name", &format!("{rb}.firstAvailable"), out);
         }
         if let Some(e) = r.get("exactly").filter(|e| !e.is_null()) {
             kinds += 1;
@@ -403,7 +373,8 @@ pub(crate) fn claim_spec(spec: &Value, base: &str, out: &mut Vec<StatusCause>) {
             )),
         }
     }
-    duplicates(&requests, "name", &format!("{dbase}.requests"), out);
+    duplicates(requests, "name", &format!("{dbase}.requests"), out);
+    let names = request_names(devices);
     let refs = |list: &Value, base: &str, out: &mut Vec<StatusCause>| {
         for (j, r) in items(list, "requests").iter().enumerate() {
             let r = r.as_str().unwrap_or("");
@@ -488,31 +459,6 @@ pub(crate) fn claim_template(obj: &Value, out: &mut Vec<StatusCause>) {
     );
 }
 
-/// A device attribute as Go's internal `DeviceAttribute` prints in an error (its field
-/// names, every field).
-fn attribute_value(v: &Value) -> String {
-    const FIELDS: [(&str, &str); 8] = [
-        ("int", "IntValue"),
-        ("bool", "BoolValue"),
-        ("string", "StringValue"),
-        ("version", "VersionValue"),
-        ("ints", "IntValues"),
-        ("bools", "BoolValues"),
-        ("strings", "StringValues"),
-        ("versions", "VersionValues"),
-    ];
-    let members: Vec<String> = FIELDS
-        .iter()
-        .map(|(json, go)| {
-            format!(
-                "\"{go}\":{}",
-                go_json_text(v.get(*json).unwrap_or(&Value::Null))
-            )
-        })
-        .collect();
-    format!("{{{}}}", members.join(","))
-}
-
 fn attributes(d: &Value, base: &str, out: &mut Vec<StatusCause>) {
     let Some(attrs) = d.get("attributes").and_then(Value::as_object) else {
         return;
@@ -525,16 +471,14 @@ fn attributes(d: &Value, base: &str, out: &mut Vec<StatusCause>) {
     for k in keys {
         let v = &attrs[k];
         let ab = format!("{base}.attributes[{k}]");
-        let set = [
-            "int", "bool", "string", "version", "ints", "bools", "strings", "versions",
-        ]
-        .iter()
-        .filter(|f| v.get(**f).is_some_and(|x| !x.is_null()))
-        .count();
+        let set = DEVICE_ATTRIBUTE
+            .iter()
+            .filter(|(f, _, _)| v.get(*f).is_some_and(|x| !x.is_null()))
+            .count();
         if set != 1 {
             out.push(invalid(
                 &ab,
-                &attribute_value(v),
+                &go_internal(Some(v), DEVICE_ATTRIBUTE),
                 "exactly one value must be specified",
             ));
         }
@@ -701,7 +645,7 @@ pub(crate) fn resource_slice(obj: &Value, out: &mut Vec<StatusCause>) {
             taint(t, &format!("{db}.taints[{j}]"), out);
         }
     }
-    duplicates(&devices, "name", "spec.devices", out);
+    duplicates(devices, "name", "spec.devices", out);
 }
 
 /// `ValidateVolumeAttributesClass`.
@@ -778,54 +722,35 @@ pub(crate) fn claim_status(old: &Value, new: &Value, out: &mut Vec<StatusCause>)
     for (i, r) in reserved.iter().enumerate() {
         let uid = str_of(r, "uid");
         if !seen.insert(uid.to_string()) {
-            out.push(duplicate(&format!("status.reservedFor[{i}].uid"), uid));
+            out.push(duplicate(
+                &format!("status.reservedFor[{i}].uid"),
+                &go_quote(uid),
+            ));
         }
     }
-    let allocated: Vec<(String, String, String, String)> = allocation
-        .map(|a| items(a.get("devices").unwrap_or(&Value::Null), "results"))
-        .unwrap_or_default()
-        .iter()
-        .map(device_key)
-        .collect();
+    let results = allocation.map_or(&[][..], |a| {
+        items(a.get("devices").unwrap_or(&Value::Null), "results")
+    });
     for (i, d) in items(status, "devices").iter().enumerate() {
-        let key = device_key(d);
-        if !allocated.contains(&key) {
-            let (driver, pool, device, share) = key;
+        if !results.iter().any(|r| device_key(r) == device_key(d)) {
             out.push(invalid(
                 &format!("status.devices[{i}]"),
-                &format!(
-                    "{{\"Driver\":{},\"Pool\":{},\"Device\":{},\"ShareID\":{}}}",
-                    go_json_text(&Value::String(driver)),
-                    go_json_text(&Value::String(pool)),
-                    go_json_text(&Value::String(device)),
-                    go_json_text(&Value::String(share))
-                ),
+                &go_internal(Some(d), DEVICE_KEY),
                 "must be an allocated device in the claim",
             ));
         }
     }
 }
 
-/// What identifies an allocated device: driver, pool, device and share.
-fn device_key(v: &Value) -> (String, String, String, String) {
-    let f = |k: &str| str_of(v, k).to_string();
-    (f("driver"), f("pool"), f("device"), f("shareID"))
+/// A device's driver, pool, device and share, as [`DEVICE_KEY`] names them.
+fn device_key(v: &Value) -> [&str; 4] {
+    DEVICE_KEY.map(|(json, _, _)| str_of(v, json))
 }
 
 /// A new allocation's results: each names a request of the claim, a driver, a pool and a
 /// device.
 fn allocation_results(claim: &Value, allocation: &Value, out: &mut Vec<StatusCause>) {
-    let mut names: Vec<String> = Vec::new();
-    for r in items(
-        claim.pointer("/spec/devices").unwrap_or(&Value::Null),
-        "requests",
-    ) {
-        let name = str_of(&r, "name").to_string();
-        for s in items(&r, "firstAvailable") {
-            names.push(format!("{name}/{}", str_of(&s, "name")));
-        }
-        names.push(name);
-    }
+    let names = request_names(claim.pointer("/spec/devices").unwrap_or(&Value::Null));
     let results = items(allocation.get("devices").unwrap_or(&Value::Null), "results");
     if results.len() > MAX_32 {
         out.push(too_many(
@@ -921,6 +846,23 @@ enum Go {
 
 type GoStruct = [(&'static str, &'static str, Go)];
 
+static DEVICE_ATTRIBUTE: &GoStruct = &[
+    ("int", "IntValue", Go::Json),
+    ("bool", "BoolValue", Go::Json),
+    ("string", "StringValue", Go::Json),
+    ("version", "VersionValue", Go::Json),
+    ("ints", "IntValues", Go::Json),
+    ("bools", "BoolValues", Go::Json),
+    ("strings", "StringValues", Go::Json),
+    ("versions", "VersionValues", Go::Json),
+];
+/// What identifies an allocated device (a device status's key).
+static DEVICE_KEY: &[(&str, &str, Go); 4] = &[
+    ("driver", "Driver", Go::Str),
+    ("pool", "Pool", Go::Str),
+    ("device", "Device", Go::Str),
+    ("shareID", "ShareID", Go::Str),
+];
 static CEL: &GoStruct = &[("expression", "Expression", Go::Str)];
 static SELECTOR: &GoStruct = &[("cel", "CEL", Go::Ptr(CEL))];
 static TOLERATION: &GoStruct = &[

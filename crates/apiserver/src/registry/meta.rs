@@ -43,8 +43,12 @@ pub fn now_time() -> String {
 
 /// Validates a DNS-1123 label (63 chars).
 pub fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && dns_label_shape(s)
+}
+
+/// The DNS-1123 label pattern, `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, whatever the length.
+pub fn dns_label_shape(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')

@@ -22,7 +22,7 @@ use serde_json::Value;
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 
 /// `Unsupported value: "x": supported values: "a", "b"`.
-fn not_supported(field: &str, value: &str, supported: &[&str]) -> StatusCause {
+pub(crate) fn not_supported(field: &str, value: &str, supported: &[&str]) -> StatusCause {
     let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
     StatusCause {
         reason: "FieldValueNotSupported".into(),
@@ -35,7 +35,7 @@ fn not_supported(field: &str, value: &str, supported: &[&str]) -> StatusCause {
     }
 }
 
-fn duplicate(field: &str, value: &str) -> StatusCause {
+pub(crate) fn duplicate(field: &str, value: &str) -> StatusCause {
     StatusCause {
         reason: "FieldValueDuplicate".into(),
         message: format!("Duplicate value: {value}"),
@@ -51,7 +51,7 @@ fn not_found(field: &str, value: &str) -> StatusCause {
     }
 }
 
-fn required_why(field: &str, why: &str) -> StatusCause {
+pub(crate) fn required_why(field: &str, why: &str) -> StatusCause {
     StatusCause {
         reason: "FieldValueRequired".into(),
         message: format!("Required value: {why}"),

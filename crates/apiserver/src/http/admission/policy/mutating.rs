@@ -62,7 +62,8 @@ impl Pass {
         self.reinvocable.iter().any(|(_, changed)| *changed)
     }
 
-    /// Notes that something after the policies (a webhook) changed the object.
+    /// Notes that something after the policies that ran so far (a later policy, a webhook)
+    /// changed the object.
     pub(crate) fn changed_after(&mut self) {
         for (_, c) in &mut self.reinvocable {
             *c = true;
@@ -110,9 +111,7 @@ pub(crate) fn mutate(
                 let changed = run_pair(storage, attrs, &policy, binding, ty)?;
                 if changed {
                     pass.changed = true;
-                    for (_, c) in &mut pass.reinvocable {
-                        *c = true;
-                    }
+                    pass.changed_after();
                 }
                 if policy
                     .pointer("/spec/reinvocationPolicy")
@@ -153,10 +152,11 @@ fn run_pair(
     };
     let named = attrs_view(attrs);
     let denied = |why: String| denial(&named, &policy_name, &binding_name, &why);
-    let snapshot = attrs.clone();
+    // Matching, params and the request variables read the request as it came to this
+    // policy; the borrow ends before the object is mutated.
     let mut dispatch = Dispatch {
         storage,
-        attrs: &snapshot,
+        attrs,
         denied: Vec::new(),
         warnings: Vec::new(),
         namespace: None,
@@ -204,6 +204,8 @@ fn run_pair(
         Err(_) => return Ok(false),
     };
     let namespace = dispatch.namespace_object()?;
+    let request = to_cel(&request_value(attrs, &matched));
+    let old_object = attrs.old_object.as_ref().map_or(cel::Value::Null, to_cel);
     let compiled = CompiledPolicy::get(spec, param_kind.is_some());
     let names: Vec<String> = compiled.variables.iter().map(|(n, _)| n.clone()).collect();
     let mutations: Vec<Mutation> = spec
@@ -229,13 +231,9 @@ fn run_pair(
         .collect();
     let mut changed = false;
     for param in &params {
-        let request = to_cel(&request_value(&snapshot, &matched));
         let input_for = |object: &Value| Input {
             object: to_cel(object),
-            old_object: snapshot
-                .old_object
-                .as_ref()
-                .map_or(cel::Value::Null, to_cel),
+            old_object: old_object.clone(),
             request: request.clone(),
             params: param.as_deref().map_or(cel::Value::Null, to_cel),
             namespace: namespace.clone(),
