@@ -97,6 +97,22 @@ fn dns_subdomain(field: &str, s: &str, out: &mut Vec<StatusCause>) {
     }
 }
 
+/// `validatePoolName`: required, at most 253 characters, and each `/`-separated part a
+/// DNS subdomain, reported with the part (measured on v1.36: `A/ok/B_` gives two errors,
+/// for "A" and "B_").
+fn pool_name(field: &str, s: &str, out: &mut Vec<StatusCause>) {
+    if s.is_empty() {
+        out.push(required(field));
+        return;
+    }
+    if s.len() > 253 {
+        out.push(too_long(field, 253));
+    }
+    for part in s.split('/') {
+        dns_subdomain(field, part, out);
+    }
+}
+
 /// A device class name in a request: required, a DNS subdomain.
 fn class_name(field: &str, s: &str, out: &mut Vec<StatusCause>) {
     if s.is_empty() {
@@ -526,22 +542,7 @@ pub(crate) fn resource_slice(obj: &Value, out: &mut Vec<StatusCause>) {
     let spec = obj.get("spec").unwrap_or(&Value::Null);
     driver_name("spec.driver", str_of(spec, "driver"), out);
     let pool = spec.get("pool").unwrap_or(&Value::Null);
-    let pool_name = str_of(pool, "name");
-    if pool_name.is_empty() {
-        out.push(required("spec.pool.name"));
-    } else if pool_name.len() > 253 {
-        out.push(too_long("spec.pool.name", 253));
-    } else {
-        for part in pool_name.split('/') {
-            if !subdomain_re(part) {
-                out.push(invalid(
-                    "spec.pool.name",
-                    &go_quote(pool_name),
-                    DNS_SUBDOMAIN_ERROR,
-                ));
-            }
-        }
-    }
+    pool_name("spec.pool.name", str_of(pool, "name"), out);
     let count = pool
         .get("resourceSliceCount")
         .and_then(Value::as_i64)
@@ -770,18 +771,7 @@ fn allocation_results(claim: &Value, allocation: &Value, out: &mut Vec<StatusCau
             ));
         }
         driver_name(&format!("{rb}.driver"), str_of(r, "driver"), out);
-        let pool = str_of(r, "pool");
-        if pool.is_empty() {
-            out.push(required(&format!("{rb}.pool")));
-        } else if pool.len() > 253 {
-            out.push(too_long(&format!("{rb}.pool"), 253));
-        } else if pool.split('/').any(|p| !subdomain_re(p)) {
-            out.push(invalid(
-                &format!("{rb}.pool"),
-                &go_quote(pool),
-                DNS_SUBDOMAIN_ERROR,
-            ));
-        }
+        pool_name(&format!("{rb}.pool"), str_of(r, "pool"), out);
         dns_label(&format!("{rb}.device"), str_of(r, "device"), out);
     }
 }

@@ -4987,6 +4987,12 @@ pub fn dynamic_resources() -> Scenario {
                         {"name": "taint", "taints": [{"key": "k", "effect": ""}, {"key": "k", "effect": "Never"}]}]})),
             ),
             post(
+                "slice-pool-parts",
+                slices,
+                slice("{ns}-parts", json!({"driver": "gpu.example.com", "allNodes": true,
+                    "pool": {"name": "A/ok/B_", "resourceSliceCount": 1}})),
+            ),
+            post(
                 "slice-two-selections",
                 slices,
                 slice("{ns}-two", json!({"driver": "gpu.example.com", "nodeName": "n", "allNodes": true,
