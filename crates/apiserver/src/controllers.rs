@@ -3,12 +3,17 @@
 //! garbage collector (background, foreground and orphan propagation), and ClusterRole
 //! aggregation (bootstrap.rs, with the default RBAC policy created at start), and the
 //! storage object protection controllers (a deleted claim, volume or
-//! VolumeAttributesClass goes once nothing uses it).
+//! VolumeAttributesClass goes once nothing uses it), and the replicaset and deployment
+//! controllers (workloads.rs).
 
 pub(crate) mod bootstrap;
+pub(crate) mod daemonsets;
 pub(crate) mod disruption;
 pub(crate) mod gc;
+pub(crate) mod jobs;
 pub(crate) mod resource_claims;
+pub(crate) mod statefulsets;
+pub(crate) mod workloads;
 
 use crate::http::api::ApiServer;
 use crate::http::delete::{DeleteOptions, delete_obj};
@@ -41,6 +46,7 @@ pub async fn run(srv: Arc<ApiServer>, stop: CancellationToken) {
         for _ in 0..8 {
             let before = srv.storage.current_rv();
             reconcile_all(&srv);
+            workloads::reconcile(&srv).await;
             if srv.storage.current_rv() == before {
                 break;
             }

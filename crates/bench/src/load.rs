@@ -185,15 +185,15 @@ pub(crate) async fn create_pods(
         &serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "web"}}),
     )
     .await?;
-    let rs = http
+    let owner = http
         .post_json(
-            &format!("/apis/apps/v1/namespaces/{namespace}/replicasets"),
-            &pods::owner_replicaset(namespace),
+            &format!("/api/v1/namespaces/{namespace}/configmaps"),
+            &pods::owner(namespace),
         )
         .await?;
-    let rs: serde_json::Value = serde_json::from_slice(&rs)
-        .map_err(|e| BenchError::Setup(format!("replicaset response: {e}")))?;
-    let uid = rs["metadata"]["uid"]
+    let owner: serde_json::Value = serde_json::from_slice(&owner)
+        .map_err(|e| BenchError::Setup(format!("owner response: {e}")))?;
+    let uid = owner["metadata"]["uid"]
         .as_str()
         .unwrap_or_default()
         .to_string();

@@ -13,24 +13,18 @@ pub fn pod_name(i: usize) -> String {
     format!("web-7d9f8b6c5d-{i:06}")
 }
 
-/// The ReplicaSet that owns every pod (created first, so the garbage collector keeps the
-/// pods).
-pub fn owner_replicaset(namespace: &str) -> Value {
+/// The object that owns every pod (created first, so the garbage collector keeps the
+/// pods). A ConfigMap, not the ReplicaSet it was until session 23: the embedded server
+/// now runs the replicaset controller, which would delete the pods of a ReplicaSet of
+/// zero replicas (the pods' owner reference is 6 bytes shorter since).
+pub fn owner(namespace: &str) -> Value {
     json!({
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
         "metadata": {
             "name": "web-7d9f8b6c5d",
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "web", "pod-template-hash": "7d9f8b6c5d"}
-        },
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": "web", "pod-template-hash": "7d9f8b6c5d"}},
-            "template": {
-                "metadata": {"labels": {"app.kubernetes.io/name": "web", "pod-template-hash": "7d9f8b6c5d"}},
-                "spec": {"containers": [{"name": "app", "image": "registry.example.com/shop/web:1.42.3"}]}
-            }
+            "labels": {"app.kubernetes.io/name": "web"}
         }
     })
 }
@@ -58,7 +52,7 @@ fn probe(path: &str, port: u16, delay: u32) -> Value {
     })
 }
 
-/// Pod `i` in `namespace`, owned by the ReplicaSet with `owner_uid`.
+/// Pod `i` in `namespace`, owned by the [`owner`] with `owner_uid`.
 pub fn pod(namespace: &str, i: usize, owner_uid: &str) -> Value {
     let name = pod_name(i);
     let node = format!("worker-{:03}", i % 200);
@@ -90,8 +84,8 @@ pub fn pod(namespace: &str, i: usize, owner_uid: &str) -> Value {
                 "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"
             },
             "ownerReferences": [{
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
                 "name": "web-7d9f8b6c5d",
                 "uid": owner_uid,
                 "controller": true,

@@ -331,17 +331,6 @@ pub fn ensure_policy(srv: &ApiServer) {
     }
 }
 
-fn labels_of(v: &Value) -> BTreeMap<String, String> {
-    v.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The selectors of an aggregation rule; `None` when a selector cannot be read (the role
 /// is then left alone, as the upstream controller does with invalid selectors).
 fn selectors(rule: &Value) -> Option<Vec<LabelSelector>> {
@@ -374,7 +363,7 @@ pub fn aggregate_cluster_roles(srv: &ApiServer) {
             if meta_str(other, "name") == Some(name.as_str()) {
                 continue;
             }
-            let labels = labels_of(other);
+            let labels = crate::registry::meta::labels(other);
             if !sels.iter().any(|s| !s.is_empty() && s.matches(&labels)) {
                 continue;
             }
@@ -737,8 +726,10 @@ mod tests {
         );
         assert_eq!(edit["metadata"]["labels"][TO_ADMIN], "true");
         let sels = selectors(&edit["aggregationRule"]).expect("selectors");
-        assert!(sels[0].matches(&labels_of(&cluster_role(
-            ROLES.iter().find(|r| r.name == "view").expect("spec")
-        ))));
+        assert!(
+            sels[0].matches(&crate::registry::meta::labels(&cluster_role(
+                ROLES.iter().find(|r| r.name == "view").expect("spec")
+            )))
+        );
     }
 }

@@ -10,7 +10,7 @@ use crate::registry::meta::{self, meta_str};
 use crate::storage::Mutation;
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 const PDBS: &str = "policy/poddisruptionbudgets";
@@ -22,17 +22,6 @@ const DELETION_TIMEOUT_SECS: i64 = 2 * 60;
 
 /// More disrupted pods than this in a budget's status block evictions.
 const MAX_DISRUPTED_PODS: usize = 2000;
-
-fn labels(obj: &Value) -> BTreeMap<String, String> {
-    obj.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// A budget's selector: `None` when missing or invalid (matches nothing); `Some(empty)`
 /// matches every pod.
@@ -185,7 +174,7 @@ fn compute(srv: &ApiServer, ns: &str, pdb: &Value) -> Value {
     let pods: Vec<Arc<Value>> = match selector(pdb) {
         Some(sel) => all
             .into_iter()
-            .filter(|p| sel.matches(&labels(p)))
+            .filter(|p| sel.matches(&crate::registry::meta::labels(p)))
             .collect(),
         None => Vec::new(),
     };
@@ -400,7 +389,7 @@ pub(crate) fn evict(
             "resourceVersion precondition doesn't match",
         ));
     }
-    let pod_labels = labels(&pod);
+    let pod_labels = crate::registry::meta::labels(&pod);
     let (all, _) = srv.storage.list(PDBS, Some(ns));
     let matching: Vec<Arc<Value>> = all
         .into_iter()

@@ -5,11 +5,19 @@
 //! template's labels and annotations), and the pod's `status.resourceClaimStatuses` says
 //! which claim that is (applied by `ResourceClaimController`). Allocation and reservation
 //! are the scheduler's and the drivers' (this server runs neither).
+//!
+//! A pass looks only at the pods that may need a claim: those written since the last pass
+//! (from the storage's events; from a full listing when those were compacted away) and
+//! those still waiting for a template. So its cost follows the pod writes, not the pods
+//! stored (a pass over 20,000 stored pods took ~30 ms when it listed them all).
 
 use crate::http::api::ApiServer;
 use crate::registry::meta::meta_str;
+use crate::storage::EventType;
 use crate::storage::Mutation;
 use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 const PODS: &str = "/pods";
 const CLAIMS: &str = "resource.k8s.io/resourceclaims";
@@ -19,14 +27,58 @@ const POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
 /// The field manager of the pod status it writes.
 const MANAGER: &str = "ResourceClaimController";
 
-/// One pass: the missing claims of every pod, and their statuses.
-pub(crate) fn reconcile(srv: &ApiServer) {
-    let Some(claim_def) = srv.def("resource.k8s.io", "v1", "resourceclaims") else {
-        return;
-    };
-    for pod in srv.storage.list(PODS, None).0 {
-        let wanted: Vec<(String, String)> = pod
-            .pointer("/spec/resourceClaims")
+/// The pods a pass must look at, kept between passes.
+#[derive(Default)]
+pub(crate) struct PendingPods {
+    /// The revision the set is current at (0: not built yet).
+    rv: u64,
+    /// (namespace, name) of the pods that may lack a claim or its status.
+    pods: BTreeSet<(String, String)>,
+}
+
+impl PendingPods {
+    fn note(&mut self, pod: &Value) {
+        let key = (
+            meta_str(pod, "namespace").unwrap_or("").to_string(),
+            meta_str(pod, "name").unwrap_or("").to_string(),
+        );
+        if wanted(pod).is_empty() {
+            self.pods.remove(&key);
+        } else {
+            self.pods.insert(key);
+        }
+    }
+
+    /// Brings the set up to the storage's current revision.
+    fn refresh(&mut self, srv: &ApiServer) {
+        if self.rv != 0
+            && let Ok((events, rv)) = srv.storage.events_after(self.rv)
+        {
+            for e in events.iter().filter(|e| e.resource == PODS) {
+                match e.kind {
+                    EventType::Deleted => {
+                        self.pods.remove(&(e.namespace.clone(), e.name.clone()));
+                    }
+                    EventType::Added | EventType::Modified => self.note(&e.object),
+                }
+            }
+            self.rv = rv.max(1);
+            return;
+        }
+        let (pods, rv) = srv.storage.list(PODS, None);
+        self.pods.clear();
+        for pod in &pods {
+            self.note(pod);
+        }
+        self.rv = rv.max(1);
+    }
+}
+
+/// The claims a pod wants from templates and has no status for yet, as (claim, template);
+/// none for a pod being deleted or finished.
+fn wanted(pod: &Value) -> Vec<(String, String)> {
+    let from_templates = || {
+        pod.pointer("/spec/resourceClaims")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -35,62 +87,88 @@ pub(crate) fn reconcile(srv: &ApiServer) {
                 let template = c.get("resourceClaimTemplateName")?.as_str()?;
                 Some((name.to_string(), template.to_string()))
             })
-            .collect();
-        if wanted.is_empty()
-            || pod.pointer("/metadata/deletionTimestamp").is_some()
-            || matches!(
-                pod.pointer("/status/phase").and_then(Value::as_str),
-                Some("Succeeded" | "Failed")
-            )
-        {
+    };
+    if from_templates().next().is_none()
+        || pod.pointer("/metadata/deletionTimestamp").is_some()
+        || matches!(
+            pod.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        )
+    {
+        return Vec::new();
+    }
+    let known: Vec<&str> = pod
+        .pointer("/status/resourceClaimStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.get("name").and_then(Value::as_str))
+        .collect();
+    from_templates()
+        .filter(|(claim, _)| !known.contains(&claim.as_str()))
+        .collect()
+}
+
+/// One pass: the missing claims of the pods written since the last pass (or still waiting
+/// for their template), and their statuses.
+pub(crate) fn reconcile(srv: &ApiServer) {
+    let Some(claim_def) = srv.def("resource.k8s.io", "v1", "resourceclaims") else {
+        return;
+    };
+    let pending: Vec<(String, String)> = {
+        let mut index = srv.claims_index.lock().unwrap_or_else(|e| e.into_inner());
+        index.refresh(srv);
+        index.pods.iter().cloned().collect()
+    };
+    for (ns, pod_name) in pending {
+        let Some(pod) = srv.storage.get(PODS, &ns, &pod_name) else {
             continue;
-        }
-        let ns = meta_str(&pod, "namespace").unwrap_or("").to_string();
-        let pod_name = meta_str(&pod, "name").unwrap_or("").to_string();
-        let pod_uid = meta_str(&pod, "uid").unwrap_or("").to_string();
-        let known: Vec<String> = pod
-            .pointer("/status/resourceClaimStatuses")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
-            .collect();
-        let mut found: Vec<(String, String)> = Vec::new();
-        for (claim, template) in &wanted {
-            if known.contains(claim) {
-                continue;
-            }
-            let existing = srv.storage.list(CLAIMS, Some(&ns)).0.into_iter().find(|c| {
-                c.pointer(&format!(
-                    "/metadata/annotations/{}",
-                    POD_CLAIM_NAME.replace('/', "~1")
-                ))
-                .and_then(Value::as_str)
-                    == Some(claim)
-                    && owned_by(c, &pod_uid)
-            });
-            let name = match existing {
-                Some(c) => meta_str(&c, "name").unwrap_or("").to_string(),
-                None => {
-                    let Some(t) = srv.storage.get(TEMPLATES, &ns, template) else {
+        };
+        make_claims(srv, &claim_def, &pod);
+    }
+}
+
+/// Creates the claims `pod` lacks (or finds the ones made before its status said so) and
+/// records them in its status.
+fn make_claims(srv: &ApiServer, claim_def: &Arc<crate::registry::ResourceDef>, pod: &Value) {
+    let wanted = wanted(pod);
+    if wanted.is_empty() {
+        return;
+    }
+    let ns = meta_str(pod, "namespace").unwrap_or("").to_string();
+    let pod_name = meta_str(pod, "name").unwrap_or("").to_string();
+    let pod_uid = meta_str(pod, "uid").unwrap_or("").to_string();
+    let mut found: Vec<(String, String)> = Vec::new();
+    for (claim, template) in &wanted {
+        let existing = srv.storage.list(CLAIMS, Some(&ns)).0.into_iter().find(|c| {
+            c.pointer(&format!(
+                "/metadata/annotations/{}",
+                POD_CLAIM_NAME.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+                == Some(claim)
+                && owned_by(c, &pod_uid)
+        });
+        let name = match existing {
+            Some(c) => meta_str(&c, "name").unwrap_or("").to_string(),
+            None => {
+                let Some(t) = srv.storage.get(TEMPLATES, &ns, template) else {
+                    continue;
+                };
+                let obj = claim_from(&t, &pod_name, &pod_uid, claim);
+                match srv.create_object(claim_def, &ns, obj, "kube-controller-manager", false) {
+                    Ok(created) => meta_str(&created, "name").unwrap_or("").to_string(),
+                    Err(e) => {
+                        tracing::warn!(pod = %pod_name, claim = %claim, "creating a ResourceClaim: {}", e.0.message);
                         continue;
-                    };
-                    let obj = claim_from(&t, &pod_name, &pod_uid, claim);
-                    match srv.create_object(&claim_def, &ns, obj, "kube-controller-manager", false)
-                    {
-                        Ok(created) => meta_str(&created, "name").unwrap_or("").to_string(),
-                        Err(e) => {
-                            tracing::warn!(pod = %pod_name, claim = %claim, "creating a ResourceClaim: {}", e.0.message);
-                            continue;
-                        }
                     }
                 }
-            };
-            found.push((claim.clone(), name));
-        }
-        if !found.is_empty() {
-            record_statuses(srv, &ns, &pod_name, &found);
-        }
+            }
+        };
+        found.push((claim.clone(), name));
+    }
+    if !found.is_empty() {
+        record_statuses(srv, &ns, &pod_name, &found);
     }
 }
 
@@ -200,6 +278,107 @@ fn record_statuses(srv: &ApiServer, ns: &str, pod: &str, found: &[(String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::api::ServerOptions;
+
+    fn create(srv: &ApiServer, group: &str, plural: &str, obj: Value) {
+        let def = srv.def(group, "v1", plural).expect("served");
+        srv.create_object(&def, "default", obj, "test", false)
+            .expect("created");
+    }
+
+    fn pod(srv: &ApiServer, name: &str, template: &str) {
+        create(
+            srv,
+            "",
+            "pods",
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "i"}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}}),
+        );
+    }
+
+    fn template(srv: &ApiServer, name: &str) {
+        create(
+            srv,
+            "resource.k8s.io",
+            "resourceclaimtemplates",
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "r",
+                    "exactly": {"deviceClassName": "gpu.example.com"}}]}}}}),
+        );
+    }
+
+    fn claim_status(srv: &ApiServer, pod: &str) -> Option<String> {
+        srv.storage
+            .get(PODS, "default", pod)?
+            .pointer("/status/resourceClaimStatuses/0/resourceClaimName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+
+    fn pending(srv: &ApiServer) -> Vec<String> {
+        let index = srv.claims_index.lock().unwrap_or_else(|e| e.into_inner());
+        index.pods.iter().map(|(_, n)| n.clone()).collect()
+    }
+
+    #[test]
+    fn only_pods_written_since_the_last_pass_or_waiting_are_looked_at() {
+        let srv = ApiServer::new(ServerOptions::default());
+        template(&srv, "t1");
+        pod(&srv, "ready", "t1");
+        pod(&srv, "waiting", "t2");
+        create(
+            &srv,
+            "",
+            "pods",
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "plain", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+        );
+        reconcile(&srv);
+        assert!(claim_status(&srv, "ready").is_some_and(|c| c.starts_with("ready-gpu-")));
+        assert_eq!(
+            claim_status(&srv, "waiting"),
+            None,
+            "its template is missing"
+        );
+        // The next pass reads the status write from the events: only the pod still
+        // waiting for its template is left.
+        reconcile(&srv);
+        assert_eq!(pending(&srv), ["waiting"]);
+        template(&srv, "t2");
+        reconcile(&srv);
+        assert!(claim_status(&srv, "waiting").is_some_and(|c| c.starts_with("waiting-gpu-")));
+        reconcile(&srv);
+        assert!(pending(&srv).is_empty());
+    }
+
+    #[test]
+    fn a_compacted_history_rebuilds_the_set_from_a_listing() {
+        let srv = ApiServer::new(ServerOptions {
+            history: 16,
+            ..Default::default()
+        });
+        reconcile(&srv);
+        template(&srv, "t1");
+        pod(&srv, "early", "t1");
+        for i in 0..40 {
+            create(
+                &srv,
+                "",
+                "configmaps",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("filler-{i}"), "namespace": "default"}}),
+            );
+        }
+        reconcile(&srv);
+        assert!(
+            claim_status(&srv, "early").is_some(),
+            "found by the listing"
+        );
+    }
 
     #[test]
     fn long_names_are_shortened_in_proportion() {

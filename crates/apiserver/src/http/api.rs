@@ -88,6 +88,10 @@ pub struct ApiServer {
     pub(crate) service_alloc: crate::registry::service_alloc::ServiceAllocator,
     /// The garbage collector's index of objects, kept between its passes.
     pub(crate) gc_index: std::sync::Mutex<crate::controllers::gc::GcIndex>,
+    /// The pods the resourceclaim controller has yet to look at, kept between its passes.
+    pub(crate) claims_index: std::sync::Mutex<crate::controllers::resource_claims::PendingPods>,
+    /// What the replicaset and deployment controllers must look at, kept between passes.
+    pub(crate) workloads: std::sync::Mutex<crate::controllers::workloads::Workloads>,
 }
 
 /// Where a resource request points.
@@ -142,6 +146,8 @@ impl ApiServer {
             inflight: Default::default(),
             service_alloc: Default::default(),
             gc_index: Default::default(),
+            claims_index: Default::default(),
+            workloads: Default::default(),
             watch_epoch: tokio::sync::watch::Sender::new(0),
         });
         if s.options.default_namespaces {

@@ -679,26 +679,7 @@ async fn stream(
         })
         .cloned()
         .unwrap_or_default();
-    let mut env = vec![
-        (
-            "PATH".to_string(),
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
-        ),
-        ("HOSTNAME".to_string(), name.to_string()),
-    ];
-    for e in spec
-        .get("env")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let (Some(n), Some(v)) = (
-            e.get("name").and_then(Value::as_str),
-            e.get("value").and_then(Value::as_str),
-        ) {
-            env.push((n.to_string(), v.to_string()));
-        }
-    }
+    let env = container_env(name, &spec);
     let session = ws::ExecParams {
         kind,
         container: ContainerRef {
@@ -748,6 +729,32 @@ where
     if let Err(e) = crate::http::spdy::portforward(io, dial).await {
         tracing::debug!("port-forward (SPDY): {e}");
     }
+}
+
+/// A container's environment as the built-in commands see it: `PATH`, `HOSTNAME` (the pod's
+/// name) and the literal `env` values of its spec.
+pub(super) fn container_env(pod_name: &str, spec: &Value) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "PATH".to_string(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+        ),
+        ("HOSTNAME".to_string(), pod_name.to_string()),
+    ];
+    for e in spec
+        .get("env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let (Some(n), Some(v)) = (
+            e.get("name").and_then(Value::as_str),
+            e.get("value").and_then(Value::as_str),
+        ) {
+            env.push((n.to_string(), v.to_string()));
+        }
+    }
+    env
 }
 
 #[cfg(test)]

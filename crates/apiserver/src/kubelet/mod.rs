@@ -9,6 +9,7 @@
 
 mod builtin;
 mod io;
+mod run;
 mod sim;
 mod ws;
 

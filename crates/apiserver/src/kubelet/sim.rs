@@ -1,4 +1,5 @@
-//! The simulation: the fake Node, binding, pod status, graceful termination.
+//! The simulation: the fake Node, binding, pod status, graceful termination (containers
+//! that run to completion: run.rs).
 
 use super::{ContainerRef, Kubelet, LogBuf, PodRef};
 use crate::http::api::ApiServer;
@@ -299,7 +300,7 @@ fn container_status(c: &Value, started: &str, init: bool) -> Value {
 }
 
 /// Starts a bound pod's containers: Running and Ready, with container statuses.
-fn start(k: &Kubelet, srv: &ApiServer, ns: &str, name: &str) -> bool {
+fn start(k: &Kubelet, srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
     let mut started: Option<Value> = None;
     let r = srv
         .storage
@@ -360,6 +361,7 @@ fn start(k: &Kubelet, srv: &ApiServer, ns: &str, name: &str) -> bool {
     let wrote = matches!(r, Ok((_, Some(_))));
     if let (true, Some(pod)) = (wrote, started) {
         start_logs(k, &pod);
+        super::run::start(k, srv, &pod);
     }
     wrote
 }
@@ -397,6 +399,10 @@ fn start_logs(k: &Kubelet, pod: &Value) {
                 continue;
             }
             logs.insert(key, buf.clone());
+        }
+        // A container that runs its command logs that command's output.
+        if super::run::runs_to_completion(pod, c) {
+            continue;
         }
         let mut lines = k.logs.lines(&cref);
         let weak = Arc::downgrade(&buf);

@@ -34,6 +34,24 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj.get("metadata")?.get(field)?.as_str()
 }
 
+/// The string map at `ptr` (labels, annotations, a selector's `matchLabels`); a value
+/// that is not a string reads as "".
+pub fn string_map(obj: &Value, ptr: &str) -> std::collections::BTreeMap<String, String> {
+    obj.pointer(ptr)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An object's labels.
+pub fn labels(obj: &Value) -> std::collections::BTreeMap<String, String> {
+    string_map(obj, "/metadata/labels")
+}
+
 /// Current time as RFC 3339 with seconds.
 pub fn now_time() -> String {
     jiff::Timestamp::now()

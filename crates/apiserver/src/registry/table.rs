@@ -146,6 +146,139 @@ fn claim_state(o: &Value) -> String {
     states.join(",")
 }
 
+/// A pod's STATUS and RESTARTS cells as kubectl's pod printer computes them: the phase
+/// (or `status.reason`), overridden by a failing init container (`Init:…`) or by the
+/// last container's waiting or terminated reason (`CrashLoopBackOff`, `Completed`,
+/// `Error`, `ExitCode:N`), `Completed` read as `Running`/`NotReady` while another
+/// container runs, `Terminating` for a pod being deleted that has not ended; restarts
+/// with the time since the last one (`1 (5s ago)`).
+fn pod_status_cell(o: &Value) -> (String, String) {
+    let list = |p: &str| {
+        o.pointer(p)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let str_at = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let phase = str_at(o, "/status/phase");
+    let mut reason = match str_at(o, "/status/reason") {
+        r if r.is_empty() => phase.clone(),
+        r => r,
+    };
+    let mut restarts = 0;
+    let mut last_restart: Option<jiff::Timestamp> = None;
+    let note_restart = |c: &Value, restarts: &mut i64, last: &mut Option<jiff::Timestamp>| {
+        *restarts += c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
+        if let Some(t) = c
+            .pointer("/lastState/terminated/finishedAt")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        {
+            *last = Some(last.map_or(t, |l| l.max(t)));
+        }
+    };
+    let exit_text = |c: &Value| match c
+        .pointer("/state/terminated/signal")
+        .and_then(Value::as_i64)
+    {
+        Some(sig) if sig != 0 => format!("Signal:{sig}"),
+        _ => format!(
+            "ExitCode:{}",
+            c.pointer("/state/terminated/exitCode")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        ),
+    };
+    let inits = list("/status/initContainerStatuses");
+    let init_total = list("/spec/initContainers").len();
+    let mut initializing = false;
+    for (i, c) in inits.iter().enumerate() {
+        note_restart(c, &mut restarts, &mut last_restart);
+        let terminated = c.pointer("/state/terminated").is_some();
+        let code = c
+            .pointer("/state/terminated/exitCode")
+            .and_then(Value::as_i64);
+        let waiting = str_at(c, "/state/waiting/reason");
+        if terminated && code == Some(0) {
+            continue;
+        }
+        if c.get("started") == Some(&json!(true)) && !terminated {
+            // A sidecar (restartable init container) that runs.
+            continue;
+        }
+        initializing = true;
+        reason = if terminated {
+            match str_at(c, "/state/terminated/reason") {
+                r if r.is_empty() => format!("Init:{}", exit_text(c)),
+                r => format!("Init:{r}"),
+            }
+        } else if !waiting.is_empty() && waiting != "PodInitializing" {
+            format!("Init:{waiting}")
+        } else {
+            format!("Init:{i}/{init_total}")
+        };
+        break;
+    }
+    let initialized = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Initialized" && c["status"] == "True")
+        });
+    if !initializing || initialized {
+        restarts = 0;
+        last_restart = None;
+        let mut has_running = false;
+        for c in list("/status/containerStatuses").iter().rev() {
+            note_restart(c, &mut restarts, &mut last_restart);
+            let waiting = str_at(c, "/state/waiting/reason");
+            let terminated = c.pointer("/state/terminated").is_some();
+            if !waiting.is_empty() {
+                reason = waiting;
+            } else if terminated {
+                reason = match str_at(c, "/state/terminated/reason") {
+                    r if r.is_empty() => exit_text(c),
+                    r => r,
+                };
+            } else if c.get("ready") == Some(&json!(true)) && c.pointer("/state/running").is_some()
+            {
+                has_running = true;
+            }
+        }
+        if reason == "Completed" && has_running {
+            let ready = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                });
+            reason = if ready { "Running" } else { "NotReady" }.into();
+        }
+    }
+    if o.pointer("/metadata/deletionTimestamp").is_some() {
+        if str_at(o, "/status/reason") == "NodeLost" {
+            reason = "Unknown".into();
+        } else if !matches!(phase.as_str(), "Succeeded" | "Failed") {
+            reason = "Terminating".into();
+        }
+    }
+    let restarts = match last_restart {
+        Some(t) => format!(
+            "{restarts} ({} ago)",
+            human_duration(jiff::Timestamp::now().duration_since(t).as_secs())
+        ),
+        None => restarts.to_string(),
+    };
+    (reason, restarts)
+}
+
 fn cells(def: &ResourceDef, cols: &[Value], o: &Value) -> Vec<Value> {
     let name = json!(
         o.pointer("/metadata/name")
@@ -175,14 +308,7 @@ fn cells(def: &ResourceDef, cols: &[Value], o: &Value) -> Vec<Value> {
                 .iter()
                 .filter(|c| c.get("ready") == Some(&json!(true)))
                 .count();
-            let restarts: i64 = statuses
-                .iter()
-                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
-                .sum();
-            let mut phase = s(o.pointer("/status/phase"));
-            if o.pointer("/metadata/deletionTimestamp").is_some() {
-                phase = "Terminating".into();
-            }
+            let (phase, restarts) = pod_status_cell(o);
             let none = |p: &str| {
                 json!(
                     o.pointer(p)
@@ -217,7 +343,7 @@ fn cells(def: &ResourceDef, cols: &[Value], o: &Value) -> Vec<Value> {
                 name,
                 json!(format!("{ready}/{total}")),
                 json!(phase),
-                json!(restarts.to_string()),
+                json!(restarts),
                 age,
                 none("/status/podIP"),
                 none("/spec/nodeName"),
@@ -1642,6 +1768,51 @@ fn row(cells: Vec<Value>, o: &Value, include: &str) -> Value {
 #[cfg(test)]
 mod column_tests {
     use super::*;
+
+    #[test]
+    fn pod_status_cells_follow_kubectls_pod_printer() {
+        // Measured on v1.36 with kubectl 1.32 (pods whose status was written by hand).
+        let pod = |status: Value| json!({"metadata": {}, "spec": {"initContainers": [{"name": "i"}], "containers": [{"name": "c"}]}, "status": status});
+        let done = pod(
+            json!({"phase": "Succeeded", "containerStatuses": [{"name": "c", "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}),
+        );
+        assert_eq!(pod_status_cell(&done), ("Completed".into(), "0".into()));
+        let crash = pod(
+            json!({"phase": "Running", "conditions": [{"type": "Initialized", "status": "True"}],
+            "containerStatuses": [{"name": "c", "restartCount": 3,
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-01-01T00:00:00Z"}},
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}),
+        );
+        let (reason, restarts) = pod_status_cell(&crash);
+        assert_eq!(reason, "CrashLoopBackOff");
+        assert!(
+            restarts.starts_with("3 (") && restarts.ends_with(" ago)"),
+            "{restarts}"
+        );
+        let init = pod(json!({"phase": "Pending",
+            "initContainerStatuses": [{"name": "i", "restartCount": 2, "state": {"terminated": {"exitCode": 2}}}],
+            "containerStatuses": [{"name": "c", "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}]}));
+        assert_eq!(
+            pod_status_cell(&init),
+            ("Init:ExitCode:2".into(), "2".into())
+        );
+        let waiting_init = pod(json!({"phase": "Pending",
+            "initContainerStatuses": [{"name": "i", "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}]}));
+        assert_eq!(pod_status_cell(&waiting_init).0, "Init:0/1");
+        let mut going = done.clone();
+        going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(
+            pod_status_cell(&going).0,
+            "Completed",
+            "an ended pod is not Terminating"
+        );
+        let mut running = pod(
+            json!({"phase": "Running", "containerStatuses": [{"name": "c", "ready": true, "state": {"running": {}}}]}),
+        );
+        running["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(pod_status_cell(&running).0, "Terminating");
+    }
 
     #[test]
     fn recorded_columns_parse() {

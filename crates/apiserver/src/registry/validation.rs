@@ -154,9 +154,27 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCa
         }
         _ => {}
     }
+    // A StatefulSet's containers may mount its volume claim templates too (measured on
+    // v1.36: "data" from a template is found, another name is not).
+    let claim_templates: Vec<&str> = if def.group == "apps" && def.kind == "StatefulSet" {
+        items(
+            obj.get("spec").unwrap_or(&Value::Null),
+            "volumeClaimTemplates",
+        )
+        .iter()
+        .filter_map(|t| t.pointer("/metadata/name").and_then(Value::as_str))
+        .collect()
+    } else {
+        Vec::new()
+    };
     for at in crate::registry::resources::pod_specs(def) {
         if let Some(pod) = obj.pointer(at) {
-            pod_spec(pod, &at.trim_start_matches('/').replace('/', "."), causes);
+            pod_spec(
+                pod,
+                &at.trim_start_matches('/').replace('/', "."),
+                &claim_templates,
+                causes,
+            );
         }
     }
     validate_rest(def, obj, causes);
@@ -465,7 +483,7 @@ fn pdb(spec: &Value, causes: &mut Vec<StatusCause>) {
 }
 
 /// `ValidatePodSpec`'s checks besides containers' names, images and resources.
-fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
+fn pod_spec(pod: &Value, base: &str, claim_templates: &[&str], causes: &mut Vec<StatusCause>) {
     // Volumes: names, unique.
     let mut volumes: Vec<&str> = Vec::new();
     for (i, v) in items(pod, "volumes").iter().enumerate() {
@@ -485,6 +503,7 @@ fn pod_spec(pod: &Value, base: &str, causes: &mut Vec<StatusCause>) {
             volumes.push(name);
         }
     }
+    volumes.extend(claim_templates);
     let host_users_off = pod.get("hostUsers").and_then(Value::as_bool) == Some(false);
     for key in ["containers", "initContainers"] {
         for (i, c) in items(pod, key).iter().enumerate() {

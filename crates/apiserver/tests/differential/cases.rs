@@ -5115,14 +5115,23 @@ pub fn mutating_policies() -> Scenario {
             && v.pointer("/body/metadata/annotations/ac") == Some(&json!("yes"))
     };
     let sa_refused = |v: &Value| v.get("status").and_then(Value::as_u64) != Some(201);
+    let reinvoked = |v: &Value| {
+        v.pointer("/body/metadata/labels/late") == Some(&json!("v"))
+            && v.pointer("/body/metadata/annotations/copied") == Some(&json!("v"))
+    };
     Scenario {
         name: "mutating_policies",
         steps: vec![
             post(
                 "jp-policy",
                 policies,
-                policy("{ns}-jp", rules("configmaps", json!(["CREATE"])),
-                    jp(r#"[JSONPatch{op: "add", path: "/metadata/labels", value: {"jp": "yes"}}]"#)),
+                {
+                    let mut p = policy("{ns}-jp", rules("configmaps", json!(["CREATE"])),
+                        jp(r#"[JSONPatch{op: "add", path: "/metadata/labels", value: {"jp": "yes"}}]"#));
+                    p["spec"]["matchConditions"] = json!([{"name": "not-re",
+                        "expression": "!object.metadata.name.startsWith('re-')"}]);
+                    p
+                },
             ),
             post("jp-binding", bindings, binding("{ns}-jp")),
             post(
@@ -5130,7 +5139,8 @@ pub fn mutating_policies() -> Scenario {
                 policies,
                 policy("{ns}-ac", rules("configmaps", json!(["CREATE", "UPDATE"])), json!({
                     "matchConditions": [{"name": "not-skipped",
-                        "expression": "!has(object.metadata.annotations) || !('skip' in object.metadata.annotations)"}],
+                        "expression": "!has(object.metadata.annotations) || !('skip' in object.metadata.annotations)"},
+                        {"name": "not-re", "expression": "!object.metadata.name.startsWith('re-')"}],
                     "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
                         r#"Object{metadata: Object.metadata{annotations: {"ac": "yes"}}, data: {"added": "by-policy"}}"#}}],
                     "reinvocationPolicy": "IfNeeded"})),
@@ -5146,6 +5156,33 @@ pub fn mutating_policies() -> Scenario {
                 MERGE,
                 json!({"data": {"added": null, "k": "w"}}),
             ),
+            // IfNeeded reinvocation: `a-reads` copies a label that only `z-writes` sets.
+            // The embedded server runs policies in name order, so the copy exists only
+            // if `a-reads` runs again; kube-apiserver's order is not fixed (seen failing
+            // when `z-writes` ran before `jp`), so these two touch `re-` objects only, and
+            // the other policies leave those alone: the result is the same in any order.
+            post(
+                "reads-policy",
+                policies,
+                policy("{ns}-a-reads", rules("configmaps", json!(["CREATE"])), json!({
+                    "matchConditions": [{"name": "re", "expression": "object.metadata.name.startsWith('re-')"}],
+                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                        r#"has(object.metadata.labels) && 'late' in object.metadata.labels ? [JSONPatch{op: "add", path: "/metadata/annotations", value: {"copied": object.metadata.labels["late"]}}] : []"#}}],
+                    "reinvocationPolicy": "IfNeeded"})),
+            ),
+            post("reads-binding", bindings, binding("{ns}-a-reads")),
+            post(
+                "writes-policy",
+                policies,
+                policy("{ns}-z-writes", rules("configmaps", json!(["CREATE"])), json!({
+                    "matchConditions": [{"name": "re", "expression": "object.metadata.name.startsWith('re-')"}],
+                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                        r#"[JSONPatch{op: "add", path: "/metadata/labels", value: {"late": "v"}}]"#}}]})),
+            ),
+            post("writes-binding", bindings, binding("{ns}-z-writes")),
+            post("wait-for-reinvocation", &format!("{cms}?dryRun=All"), cm("re-probe", json!({})))
+                .until(reinvoked),
+            post("create-reinvoked", cms, cm("re-1", json!({}))),
             post(
                 "err-policy",
                 policies,
@@ -5221,6 +5258,10 @@ pub fn mutating_policies() -> Scenario {
             delete("delete-badpath-binding", &format!("{bindings}/{{ns}}-badpath")),
             delete("delete-ignore", &format!("{policies}/{{ns}}-ignore")),
             delete("delete-ignore-binding", &format!("{bindings}/{{ns}}-ignore")),
+            delete("delete-reads", &format!("{policies}/{{ns}}-a-reads")),
+            delete("delete-reads-binding", &format!("{bindings}/{{ns}}-a-reads")),
+            delete("delete-writes", &format!("{policies}/{{ns}}-z-writes")),
+            delete("delete-writes-binding", &format!("{bindings}/{{ns}}-z-writes")),
         ],
     }
 }

@@ -49,6 +49,19 @@ const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 /// (`celconfig.MaxEvaluatedMessageExpressionSizeBytes`).
 const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
 
+/// Bindings grouped by the policy they bind, policies in name order and each policy's
+/// bindings in the order given (storage lists them by name), as both kinds of policy
+/// are run.
+fn by_policy(bindings: &[Arc<Value>]) -> BTreeMap<&str, Vec<&Value>> {
+    let mut by_policy: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for b in bindings {
+        if let Some(p) = b.pointer("/spec/policyName").and_then(Value::as_str) {
+            by_policy.entry(p).or_default().push(b);
+        }
+    }
+    by_policy
+}
+
 /// Evaluates every policy whose binding matches `attrs`: `Ok` with the warnings of `Warn`
 /// bindings, or the error a `Deny` binding (or a failing policy with `failurePolicy:
 /// Fail`) gives.
@@ -64,12 +77,7 @@ pub(crate) fn validate(storage: &Storage, attrs: &Attributes) -> Result<Vec<Stri
     if bindings.is_empty() {
         return Ok(Vec::new());
     }
-    let mut by_policy: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
-    for b in &bindings {
-        if let Some(p) = b.pointer("/spec/policyName").and_then(Value::as_str) {
-            by_policy.entry(p).or_default().push(b);
-        }
-    }
+    let by_policy = by_policy(&bindings);
     let mut run = Dispatch {
         storage,
         attrs,
@@ -648,14 +656,7 @@ fn parse_selector(v: Option<&Value>) -> Result<Option<LabelSelector>, String> {
 
 /// The labels of an object (none for `None`).
 fn labels_of(v: Option<&Value>) -> BTreeMap<String, String> {
-    v.and_then(|v| v.pointer("/metadata/labels"))
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+    v.map(crate::registry::meta::labels).unwrap_or_default()
 }
 
 /// `objectSelector`: matches when the new or the old object's labels do.

@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::http::api::ApiServer;
 use kubewright_core::{LabelSelector, Status};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// One webhook of a configuration.
@@ -205,12 +205,12 @@ impl Hook {
             && attrs.subresource.is_empty()
             && matches!(attrs.operation, Operation::Create | Operation::Update)
         {
-            attrs.object.as_ref().map(labels_of)
+            attrs.object.as_ref().map(crate::registry::meta::labels)
         } else {
             let name = if is_ns { &attrs.name } else { &attrs.namespace };
             srv.storage
                 .get("/namespaces", "", name)
-                .map(|n| labels_of(&n))
+                .map(|n| crate::registry::meta::labels(&n))
         };
         labels.is_some_and(|l| sel.matches(&l))
     }
@@ -225,7 +225,7 @@ impl Hook {
         [&attrs.object, &attrs.old_object]
             .into_iter()
             .flatten()
-            .any(|o| sel.matches(&labels_of(o)))
+            .any(|o| sel.matches(&crate::registry::meta::labels(o)))
     }
 }
 
@@ -242,17 +242,6 @@ fn selector(v: &Value) -> Option<LabelSelector> {
         LabelSelector::parse("kubewright.io/unmatchable,!kubewright.io/unmatchable")
             .unwrap_or_default()
     }))
-}
-
-fn labels_of(obj: &Value) -> BTreeMap<String, String> {
-    obj.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// `kind` and `resource` as an AdmissionRequest spells them.

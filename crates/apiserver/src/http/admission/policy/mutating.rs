@@ -33,7 +33,6 @@ use crate::http::admission::Attributes;
 use crate::registry::schema::Ty;
 use crate::storage::Storage;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// Storage key of MutatingAdmissionPolicies.
 const POLICIES: &str = "admissionregistration.k8s.io/mutatingadmissionpolicies";
@@ -87,22 +86,14 @@ pub(crate) fn mutate(
     if bindings.is_empty() {
         return Ok(pass);
     }
-    let mut by_policy: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
-    for b in &bindings {
-        if let Some(p) = b.pointer("/spec/policyName").and_then(Value::as_str) {
-            by_policy.entry(p.to_string()).or_default().push(b);
-        }
-    }
-    for list in by_policy.values_mut() {
-        list.sort_by_key(|b| name_of(b));
-    }
+    let by_policy = super::by_policy(&bindings);
     crd_cel::on_rule_stack(|| {
         for (policy_name, bindings) in &by_policy {
             let Some(policy) = storage.get(POLICIES, "", policy_name) else {
                 continue;
             };
             for binding in bindings {
-                let pair = (policy_name.clone(), name_of(binding));
+                let pair = (policy_name.to_string(), name_of(binding));
                 if let Some(only) = only
                     && !only.reinvocable.iter().any(|(p, c)| *p == pair && *c)
                 {
