@@ -7,6 +7,7 @@
 //! controllers (workloads.rs).
 
 pub(crate) mod bootstrap;
+pub(crate) mod cronjobs;
 pub(crate) mod daemonsets;
 pub(crate) mod disruption;
 pub(crate) mod gc;

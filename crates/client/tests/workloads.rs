@@ -13,7 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod};
 use kubewright_apiserver::{Kubelet, TestServer};
 use kubewright_client::Api;
@@ -73,7 +73,16 @@ where
 
 /// Re-checks `check` on every change of the namespace's Deployments, ReplicaSets,
 /// StatefulSets, Jobs and pods until it passes (30 s at most; then the last failure is the test's).
-async fn settle<F, Fut>(env: &TestEnv, ns: &str, mut check: F)
+async fn settle<F, Fut>(env: &TestEnv, ns: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    settle_within(env, ns, Duration::from_secs(30), check).await;
+}
+
+/// [`settle`], waiting at most `limit`.
+async fn settle_within<F, Fut>(env: &TestEnv, ns: &str, limit: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), String>>,
@@ -84,12 +93,13 @@ where
         changes_of::<StatefulSet>(env, ns).await,
         changes_of::<DaemonSet>(env, ns).await,
         changes_of::<Job>(env, ns).await,
+        changes_of::<CronJob>(env, ns).await,
         changes_of::<Pod>(env, ns).await,
         // Controllers record events asynchronously (client-go's broadcaster): checks
         // on them wait for them too.
         changes_of::<Event>(env, ns).await,
     ]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + limit;
     loop {
         let why = match check().await {
             Ok(()) => return,
@@ -1332,4 +1342,183 @@ async fn a_daemonset_runs_one_pod_per_fitting_node() {
     // v1.36 left the pod and the counts as they were for over a minute after the node's
     // label, or the node itself, went.)
     nodes.delete(&node_name, &Default::default()).await.unwrap();
+}
+
+/// A CronJob's Job of the time the schedule named, its status, its events, and its
+/// history limit (0: a finished Job is deleted at once). It waits for the next minute.
+#[tokio::test]
+async fn a_cronjob_starts_a_job_on_schedule_and_keeps_its_history() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let crons: Api<CronJob> = Api::namespaced(env.client(), &ns);
+    let jobs: Api<Job> = Api::namespaced(env.client(), &ns);
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let cron = |name: &str, suspend: bool| -> CronJob {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"schedule": "* * * * *", "suspend": suspend, "concurrencyPolicy": "Forbid",
+                "successfulJobsHistoryLimit": 0, "timeZone": "Europe/Berlin",
+                "jobTemplate": {"metadata": {"labels": {"from": name}, "annotations": {"a": "b"}},
+                    "spec": {"template": {"spec": {"restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}}}}))
+        .unwrap()
+    };
+    let pp = PostParams::default();
+    let tick = crons.create(&pp, &cron("tick", false)).await.unwrap();
+    crons.create(&pp, &cron("idle", true)).await.unwrap();
+    // The first whole minute after its creation: one Job, listed as active.
+    settle_within(&env, &ns, Duration::from_secs(90), || async {
+        let status = crons.get("tick").await.unwrap().status.unwrap_or_default();
+        let listed = jobs.list(&ListParams::default()).await.unwrap().items;
+        match (
+            status.active.as_deref(),
+            status.last_schedule_time,
+            listed.len(),
+        ) {
+            (Some([_]), Some(_), 1) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let status = crons.get("tick").await.unwrap().status.unwrap();
+    let scheduled = status.last_schedule_time.unwrap().0;
+    let created = tick.metadata.creation_timestamp.unwrap().0;
+    assert!(
+        scheduled > created && scheduled.as_second() % 60 == 0,
+        "{scheduled}"
+    );
+    assert!(scheduled.as_second() - created.as_second() <= 60);
+    let job = jobs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let name = job.metadata.name.clone().unwrap();
+    assert_eq!(name, format!("tick-{}", scheduled.as_second() / 60));
+    let active = &status.active.unwrap()[0];
+    assert_eq!(
+        (
+            active.kind.as_deref(),
+            active.api_version.as_deref(),
+            active.name.as_deref()
+        ),
+        (Some("Job"), Some("batch/v1"), Some(name.as_str()))
+    );
+    assert_eq!(active.uid, job.metadata.uid);
+    let owner = &job.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.controller,
+            owner.block_owner_deletion
+        ),
+        ("CronJob", "tick", Some(true), Some(true))
+    );
+    assert_eq!(job.metadata.labels.clone().unwrap()["from"], "tick");
+    // The scheduled time, as its zone writes it.
+    let annotations = job.metadata.annotations.clone().unwrap();
+    assert_eq!(annotations["a"], "b");
+    let stamp = &annotations["batch.kubernetes.io/cronjob-scheduled-timestamp"];
+    let local = scheduled.to_zoned(jiff::tz::TimeZone::get("Europe/Berlin").unwrap());
+    assert_eq!(stamp, &local.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string());
+    // The suspended one started nothing.
+    assert!(
+        crons
+            .get("idle")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default()
+            .active
+            .is_none(),
+        "a suspended CronJob starts no Job"
+    );
+    await_events(
+        &env,
+        &ns,
+        &[("SuccessfulCreate", Some(&format!("Created job {name}")))],
+    )
+    .await;
+
+    // Its pod succeeds: the Job completes, leaves `active`, its completion is recorded,
+    // and (history limit 0) it is deleted.
+    let pod_of = || async {
+        pods.list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}")))
+            .await
+            .unwrap()
+            .items
+    };
+    settle(&env, &ns, || async {
+        match pod_of().await.len() {
+            1 => Ok(()),
+            n => Err(format!("{n} pods")),
+        }
+    })
+    .await;
+    let pod = pod_of().await.remove(0).metadata.name.unwrap();
+    finish(&pods, &pod, 0).await;
+    settle(&env, &ns, || async {
+        let status = crons.get("tick").await.unwrap().status.unwrap_or_default();
+        let gone = jobs.get_opt(&name).await.unwrap().is_none();
+        match (status.active, status.last_successful_time, gone) {
+            (None, Some(_), true) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    await_events(
+        &env,
+        &ns,
+        &[("SuccessfulDelete", Some(&format!("Deleted job {name}")))],
+    )
+    .await;
+}
+
+/// A finished Job with `ttlSecondsAfterFinished` is deleted when its time is up.
+#[tokio::test]
+async fn a_finished_job_is_deleted_after_its_ttl() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let jobs: Api<Job> = Api::namespaced(env.client(), &ns);
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let mut j = job("brief", 1, 6);
+    j.spec.as_mut().unwrap().ttl_seconds_after_finished = Some(0);
+    jobs.create(&PostParams::default(), &j).await.unwrap();
+    let mut keep = job("kept", 1, 6);
+    keep.spec.as_mut().unwrap().ttl_seconds_after_finished = Some(3600);
+    jobs.create(&PostParams::default(), &keep).await.unwrap();
+    let pods_of = |job: &'static str| {
+        let pods = pods.clone();
+        async move {
+            pods.list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+                .await
+                .unwrap()
+                .items
+        }
+    };
+    settle(&env, &ns, || async {
+        match (pods_of("brief").await.len(), pods_of("kept").await.len()) {
+            (1, 1) => Ok(()),
+            n => Err(format!("{n:?} pods")),
+        }
+    })
+    .await;
+    for job in ["brief", "kept"] {
+        let pod = pods_of(job).await.remove(0).metadata.name.unwrap();
+        finish(&pods, &pod, 0).await;
+    }
+    settle(&env, &ns, || async {
+        let brief = jobs.get_opt("brief").await.unwrap();
+        let kept = jobs.get("kept").await.unwrap();
+        let done = kept.status.and_then(|s| s.conditions).is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        });
+        match (brief.is_none(), done) {
+            (true, true) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
 }

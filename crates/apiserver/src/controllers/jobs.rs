@@ -16,8 +16,8 @@
 //! `DeadlineExceeded`, `Suspended`, `Resumed`).
 //!
 //! Not done: pod failure policies and success policies, `backoffLimitPerIndex`,
-//! `podReplacementPolicy: Failed` (pods are replaced once terminating), and the
-//! ttl-after-finished controller.
+//! and `podReplacementPolicy: Failed` (pods are replaced once terminating). The
+//! ttl-after-finished controller is in cronjobs.rs.
 
 use super::workloads::{
     Key, controller_named, controller_of, create_pod, delete_pod, deleting, event, int, key_of,

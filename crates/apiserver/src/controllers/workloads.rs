@@ -75,6 +75,11 @@ pub(crate) struct Workloads {
     daemon_pods: HashMap<Key, BTreeSet<String>>,
     /// A Node changed: every DaemonSet looks again.
     nodes_changed: bool,
+    /// CronJobs to look at, and when each must be looked at again.
+    cronjobs: BTreeSet<Key>,
+    cron_wake: HashMap<Key, jiff::Timestamp>,
+    /// Finished Jobs with a time to live: when each expires.
+    ttl_wake: HashMap<Key, jiff::Timestamp>,
 }
 
 pub(super) fn key_of(obj: &Value) -> Key {
@@ -93,10 +98,14 @@ pub(super) fn controller_of(obj: &Value) -> Option<&Value> {
 }
 
 /// The name of the controller of `obj` when it is a `kind` (a ReplicaSet or Deployment of
-/// `apps`, a Job of `batch`).
+/// `apps`, a Job or CronJob of `batch`).
 pub(super) fn controller_named<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
     let r = controller_of(obj)?;
-    let group = if kind == "Job" { "batch/" } else { "apps/" };
+    let group = if matches!(kind, "Job" | "CronJob") {
+        "batch/"
+    } else {
+        "apps/"
+    };
     (r.get("kind").and_then(Value::as_str) == Some(kind)
         && r.get("apiVersion")
             .and_then(Value::as_str)
@@ -235,6 +244,14 @@ impl Workloads {
                     }
                     super::jobs::JOBS => {
                         self.jobs.insert(key_of(&e.object));
+                        for j in [Some(&e.object), e.prev.as_ref()].into_iter().flatten() {
+                            if let Some(cj) = super::cronjobs::cronjob_of(j) {
+                                self.cronjobs.insert(cj);
+                            }
+                        }
+                    }
+                    super::cronjobs::CRONJOBS => {
+                        self.cronjobs.insert(key_of(&e.object));
                     }
                     super::statefulsets::STATEFULSETS => {
                         self.statefulsets.insert(key_of(&e.object));
@@ -266,6 +283,9 @@ impl Workloads {
         for s in srv.storage.list(super::statefulsets::STATEFULSETS, None).0 {
             self.statefulsets.insert(key_of(&s));
         }
+        for c in srv.storage.list(super::cronjobs::CRONJOBS, None).0 {
+            self.cronjobs.insert(key_of(&c));
+        }
         self.nodes_changed = true;
         self.rv = rv.max(1);
     }
@@ -275,6 +295,7 @@ impl Workloads {
 /// or ReplicaSets were), and those waiting for time to pass. Asynchronous: pods are
 /// created through admission, as kube-controller-manager's go through kube-apiserver's.
 pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
+    let timed: (BTreeSet<Key>, BTreeSet<Key>);
     let (deployments, replicasets, jobs) = {
         let mut w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
         w.refresh(srv);
@@ -302,6 +323,24 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
             }
         }
         let daemons = with_pods(std::mem::take(&mut w.daemonsets), &w.daemon_pods);
+        // CronJobs and Job expiries whose time came.
+        let at = now();
+        let due = |wake: &mut HashMap<Key, jiff::Timestamp>| {
+            let keys: Vec<Key> = wake
+                .iter()
+                .filter(|(_, t)| **t <= at)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in &keys {
+                wake.remove(k);
+            }
+            keys
+        };
+        let mut crons = std::mem::take(&mut w.cronjobs);
+        crons.extend(due(&mut w.cron_wake));
+        let mut expiring: BTreeSet<Key> = jobs.iter().map(|(k, _)| k.clone()).collect();
+        expiring.extend(due(&mut w.ttl_wake));
+        timed = (crons, expiring);
         (
             std::mem::take(&mut w.deployments),
             std::mem::take(&mut w.replicasets),
@@ -326,6 +365,24 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
         if super::jobs::sync_job(srv, &ns, &name, pods).await {
             again_j.push((ns, name));
         }
+    }
+    let (crons, expiring) = timed;
+    let mut wakes: Vec<(Key, jiff::Timestamp)> = Vec::new();
+    for (ns, name) in crons {
+        if let Some(t) = super::cronjobs::sync_cronjob(srv, &ns, &name).await {
+            wakes.push(((ns, name), t));
+        }
+    }
+    let mut ttl: Vec<(Key, jiff::Timestamp)> = Vec::new();
+    for (ns, name) in expiring {
+        if let Some(t) = super::cronjobs::expire_job(srv, &ns, &name) {
+            ttl.push(((ns, name), t));
+        }
+    }
+    if !wakes.is_empty() || !ttl.is_empty() {
+        let mut w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
+        w.cron_wake.extend(wakes);
+        w.ttl_wake.extend(ttl);
     }
     let mut again: Vec<Key> = Vec::new();
     for (ns, name) in &replicasets {
@@ -459,7 +516,7 @@ pub(super) fn update(
 ) -> Option<Value> {
     let group = match plural {
         "pods" => "",
-        "jobs" => "batch",
+        "jobs" | "cronjobs" => "batch",
         _ => "apps",
     };
     let def = srv.def(group, "v1", plural)?;
@@ -555,11 +612,23 @@ pub(super) async fn create_pod(
     ns: &str,
     pod: Value,
 ) -> Result<Value, ApiError> {
+    create_admitted(srv, "", "pods", ns, pod).await
+}
+
+/// Creates `obj` (a `group`/v1 `plural`) through the API's create path, admission
+/// included.
+pub(super) async fn create_admitted(
+    srv: &Arc<ApiServer>,
+    group: &str,
+    plural: &str,
+    ns: &str,
+    obj: Value,
+) -> Result<Value, ApiError> {
     let def = srv
-        .def("", "v1", "pods")
-        .ok_or_else(|| ApiError::internal("pods are not served"))?;
+        .def(group, "v1", plural)
+        .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
     let mut wo = write_options(ns);
-    let obj = srv.normalize(&def, pod, &mut wo)?;
+    let obj = srv.normalize(&def, obj, &mut wo)?;
     let mut adm = Admission::new(
         Attributes::new(Operation::Create, &def, None, ns, "", &wo.user, false)
             .with_options("CreateOptions", json!({})),

@@ -4,6 +4,7 @@
 use crate::error::ApiError;
 use crate::http::api::{ApiServer, Route, ServerOptions};
 use crate::http::{self as h, Body, Req};
+use crate::registry::go_time::parse_go_duration;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
@@ -700,36 +701,6 @@ where
             None => Ok(h::text(StatusCode::NOT_FOUND, "404 page not found\n")),
         },
     }
-}
-
-/// Parses a Go duration like `30s`, `1m30s`, `500ms`.
-fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        let n: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let mult = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += n * mult;
-        rest = &rest[unit_len..];
-    }
-    // Too large for a Duration (or not finite): invalid, as Go's overflow error.
-    Duration::try_from_secs_f64(total).ok()
 }
 
 /// A running server; stops when dropped.

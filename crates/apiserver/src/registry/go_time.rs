@@ -4,6 +4,36 @@
 
 use crate::error::go_quote as quote;
 
+/// Parses a Go duration like `30s`, `1m30s`, `500ms`.
+pub(crate) fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest == "0" {
+        return Some(std::time::Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let mult = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += n * mult;
+        rest = &rest[unit_len..];
+    }
+    // Too large for a Duration (or not finite): invalid, as Go's overflow error.
+    std::time::Duration::try_from_secs_f64(total).ok()
+}
+
 const LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
 
 /// One element of the layout: a literal, or a value.
