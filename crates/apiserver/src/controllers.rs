@@ -10,6 +10,7 @@ pub(crate) mod bootstrap;
 pub(crate) mod cronjobs;
 pub(crate) mod daemonsets;
 pub(crate) mod disruption;
+pub(crate) mod endpoints;
 pub(crate) mod gc;
 pub(crate) mod jobs;
 pub(crate) mod resource_claims;

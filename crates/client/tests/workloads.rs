@@ -14,7 +14,8 @@ use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Event, Node, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kubewright_apiserver::{Kubelet, TestServer};
 use kubewright_client::Api;
 use kubewright_core::{ListParams, Patch, PatchParams, PostParams, WatchParams};
@@ -50,7 +51,11 @@ async fn kubelet_env() -> Option<TestEnv> {
 }
 
 /// Every change of the namespace's `K`s from now on (a watch of 60 s).
-async fn changes_of<K>(env: &TestEnv, ns: &str) -> futures::stream::BoxStream<'static, ()>
+async fn changes_of<K>(
+    env: &TestEnv,
+    ns: &str,
+    limit: Duration,
+) -> futures::stream::BoxStream<'static, ()>
 where
     K: kubewright_core::Resource
         + Clone
@@ -63,7 +68,8 @@ where
 {
     let api: Api<K> = Api::namespaced(env.client(), ns);
     let rv = api.list(&ListParams::default()).await.unwrap();
-    let wp = WatchParams::default().timeout(60);
+    // The watch outlives the wait.
+    let wp = WatchParams::default().timeout(limit.as_secs() as u32 + 10);
     api.watch(&wp, &rv.metadata.resource_version.unwrap_or_default())
         .await
         .unwrap()
@@ -71,8 +77,9 @@ where
         .boxed()
 }
 
-/// Re-checks `check` on every change of the namespace's Deployments, ReplicaSets,
-/// StatefulSets, Jobs and pods until it passes (30 s at most; then the last failure is the test's).
+/// Re-checks `check` on every change of the namespace's workloads, pods, events,
+/// Services and their endpoints until it passes (30 s at most; then the last failure is
+/// the test's).
 async fn settle<F, Fut>(env: &TestEnv, ns: &str, check: F)
 where
     F: FnMut() -> Fut,
@@ -88,16 +95,19 @@ where
     Fut: Future<Output = Result<(), String>>,
 {
     let mut changes = futures::stream::select_all([
-        changes_of::<Deployment>(env, ns).await,
-        changes_of::<ReplicaSet>(env, ns).await,
-        changes_of::<StatefulSet>(env, ns).await,
-        changes_of::<DaemonSet>(env, ns).await,
-        changes_of::<Job>(env, ns).await,
-        changes_of::<CronJob>(env, ns).await,
-        changes_of::<Pod>(env, ns).await,
+        changes_of::<Deployment>(env, ns, limit).await,
+        changes_of::<ReplicaSet>(env, ns, limit).await,
+        changes_of::<StatefulSet>(env, ns, limit).await,
+        changes_of::<DaemonSet>(env, ns, limit).await,
+        changes_of::<Job>(env, ns, limit).await,
+        changes_of::<CronJob>(env, ns, limit).await,
+        changes_of::<Pod>(env, ns, limit).await,
         // Controllers record events asynchronously (client-go's broadcaster): checks
         // on them wait for them too.
-        changes_of::<Event>(env, ns).await,
+        changes_of::<Event>(env, ns, limit).await,
+        changes_of::<Service>(env, ns, limit).await,
+        changes_of::<Endpoints>(env, ns, limit).await,
+        changes_of::<EndpointSlice>(env, ns, limit).await,
     ]);
     let deadline = tokio::time::Instant::now() + limit;
     loop {
@@ -1229,25 +1239,18 @@ async fn a_statefulset_rolls_out_and_scales_in_order_embedded_only() {
         3
     );
     let events: Api<Event> = Api::namespaced(env.client(), &ns);
-    let deletes: Vec<String> = events
+    // A repeated event counts on the first one, as client-go's recorder counts it.
+    let deletes: Vec<(String, i32)> = events
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some("SuccessfulDelete"))
-        .filter_map(|e| e.message)
+        .map(|e| (e.message.unwrap_or_default(), e.count.unwrap_or_default()))
         .collect();
-    assert_eq!(
-        deletes,
-        [
-            "delete Pod db-2 in StatefulSet db successful",
-            "delete Pod db-1 in StatefulSet db successful",
-            "delete Pod db-0 in StatefulSet db successful",
-            "delete Pod db-2 in StatefulSet db successful",
-            "delete Pod db-1 in StatefulSet db successful",
-        ]
-    );
+    let said = |pod: &str, n: i32| (format!("delete Pod {pod} in StatefulSet db successful"), n);
+    assert_eq!(deletes, [said("db-2", 2), said("db-1", 2), said("db-0", 1)]);
 }
 
 #[tokio::test]
@@ -1521,4 +1524,251 @@ async fn a_finished_job_is_deleted_after_its_ttl() {
         }
     })
     .await;
+}
+
+/// A pod's place in a Service's EndpointSlices: (pod, ready, serving, terminating, node,
+/// zone, ports as (name, port)).
+type SliceEntry = (String, bool, bool, bool, String, String, Vec<(String, i32)>);
+
+fn slice_entries(slices: &[EndpointSlice]) -> Vec<SliceEntry> {
+    let mut out = Vec::new();
+    for s in slices {
+        let mut ports: Vec<(String, i32)> = s
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| {
+                (
+                    p.name.clone().unwrap_or_default(),
+                    p.port.unwrap_or_default(),
+                )
+            })
+            .collect();
+        ports.sort();
+        for e in s.endpoints.iter().flatten() {
+            let c = e.conditions.clone().unwrap_or_default();
+            out.push((
+                e.target_ref
+                    .as_ref()
+                    .and_then(|r| r.name.clone())
+                    .unwrap_or_default(),
+                c.ready.unwrap_or_default(),
+                c.serving.unwrap_or_default(),
+                c.terminating.unwrap_or_default(),
+                e.node_name.clone().unwrap_or_default(),
+                e.zone.clone().unwrap_or_default(),
+                ports.clone(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// An Endpoints' addresses: (pod, ready, port name, port), sorted.
+fn endpoints_entries(ep: &Endpoints) -> Vec<(String, bool, String, i32)> {
+    let mut out = Vec::new();
+    for s in ep.subsets.iter().flatten() {
+        for (list, ready) in [(&s.addresses, true), (&s.not_ready_addresses, false)] {
+            for a in list.iter().flatten() {
+                for p in s.ports.iter().flatten() {
+                    out.push((
+                        a.target_ref
+                            .as_ref()
+                            .and_then(|r| r.name.clone())
+                            .unwrap_or_default(),
+                        ready,
+                        p.name.clone().unwrap_or_default(),
+                        p.port,
+                    ));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A Service's EndpointSlices and Endpoints, as kube-controller-manager's endpointslice
+/// and endpoints controllers keep them: a placeholder slice before any pod, then the
+/// selected pods with an IP on an existing Node (named ports resolved per pod, pods whose
+/// ports differ in separate slices), a deleted pod terminating in the slices and gone
+/// from the Endpoints, and the Endpoints deleted with the Service.
+#[tokio::test]
+async fn a_services_endpoint_slices_and_endpoints_follow_its_pods() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let services: Api<Service> = Api::namespaced(env.client(), &ns);
+    let slices: Api<EndpointSlice> = Api::namespaced(env.client(), &ns);
+    let endpoints: Api<Endpoints> = Api::namespaced(env.client(), &ns);
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let nodes: Api<Node> = Api::all(env.client());
+    let node_name = env.unique_name("kw-ep-node");
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": node_name,
+        "labels": {"topology.kubernetes.io/zone": "zone-a"}}}))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let svc: Service = serde_json::from_value(
+        json!({"metadata": {"name": "web", "labels": {"tier": "front"}},
+        "spec": {"selector": {"app": "web"}, "ports": [
+            {"name": "http", "port": 80, "targetPort": "http"},
+            {"name": "metrics", "port": 9090, "targetPort": 9100}]}}),
+    )
+    .unwrap();
+    let svc = services.create(&PostParams::default(), &svc).await.unwrap();
+    let of_web = ListParams::default().labels("kubernetes.io/service-name=web");
+    let current = || async { slices.list(&of_web).await.unwrap().items };
+
+    // No pods: one placeholder slice, and Endpoints without subsets.
+    settle(&env, &ns, || async {
+        let listed = current().await;
+        let ep = endpoints.get_opt("web").await.unwrap();
+        match (listed.as_slice(), ep) {
+            ([one], Some(ep))
+                if one.endpoints.as_deref().unwrap_or_default().is_empty()
+                    && ep.subsets.is_none() =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let placeholder = current().await.remove(0);
+    let labels = placeholder.metadata.labels.clone().unwrap();
+    assert_eq!(
+        (
+            labels["endpointslice.kubernetes.io/managed-by"].as_str(),
+            labels["tier"].as_str(),
+            placeholder.address_type.as_str(),
+            placeholder.metadata.generate_name.as_deref(),
+        ),
+        (
+            "endpointslice-controller.k8s.io",
+            "front",
+            "IPv4",
+            Some("web-")
+        )
+    );
+    assert!(placeholder.ports.as_deref().unwrap_or_default().is_empty());
+    let owner = &placeholder.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("Service", svc.metadata.uid.as_deref().unwrap(), Some(true))
+    );
+    let ep_labels = endpoints.get("web").await.unwrap().metadata.labels.unwrap();
+    assert_eq!(
+        ep_labels["endpoints.kubernetes.io/managed-by"],
+        "endpoint-controller"
+    );
+    assert_eq!(ep_labels["tier"], "front");
+
+    // Two pods on the node, one ready; their `http` ports differ.
+    for (i, ready) in [(0, true), (1, false)] {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": format!("web-{i}"),
+            "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "ports": [{"name": "http", "containerPort": 8080 + i}]}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let name = format!("web-{i}");
+        pods.bind(&name, &node_name, &Default::default(), &Default::default())
+            .await
+            .unwrap();
+        let ip = format!("10.9.0.{}", 10 + i);
+        let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(status))
+            .await
+            .unwrap();
+    }
+    let entry = |pod: &str, ready: bool, terminating: bool, http: i32| -> SliceEntry {
+        (
+            pod.into(),
+            ready && !terminating,
+            ready,
+            terminating,
+            node_name.clone(),
+            "zone-a".into(),
+            vec![("http".into(), http), ("metrics".into(), 9100)],
+        )
+    };
+    let want = [
+        entry("web-0", true, false, 8080),
+        entry("web-1", false, false, 8081),
+    ];
+    let want_ep = |with_0: bool| {
+        let mut v = vec![
+            ("web-1".to_string(), false, "http".to_string(), 8081),
+            ("web-1".into(), false, "metrics".into(), 9100),
+        ];
+        if with_0 {
+            v.push(("web-0".into(), true, "http".into(), 8080));
+            v.push(("web-0".into(), true, "metrics".into(), 9100));
+        }
+        v.sort();
+        v
+    };
+    settle(&env, &ns, || async {
+        let listed = current().await;
+        let ep = endpoints.get("web").await.unwrap();
+        match (listed.len(), slice_entries(&listed), endpoints_entries(&ep)) {
+            (2, s, e) if s == want && e == want_ep(true) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let bound = pods.get("web-0").await.unwrap();
+    assert_eq!(
+        bound.spec.unwrap().node_name.as_deref(),
+        Some(node_name.as_str())
+    );
+    assert!(
+        bound
+            .status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+    );
+
+    // A deleted pod on a node terminates there (graceful deletion): still in the slices,
+    // as terminating, and out of the Endpoints.
+    pods.delete("web-0", &Default::default()).await.unwrap();
+    let want = [
+        entry("web-0", true, true, 8080),
+        entry("web-1", false, false, 8081),
+    ];
+    settle(&env, &ns, || async {
+        let listed = current().await;
+        let ep = endpoints.get("web").await.unwrap();
+        match (slice_entries(&listed), endpoints_entries(&ep)) {
+            (s, e) if s == want && e == want_ep(false) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+
+    // The Service goes: its Endpoints with it, its slices through garbage collection.
+    services.delete("web", &Default::default()).await.unwrap();
+    settle(&env, &ns, || async {
+        let left = (
+            current().await.len(),
+            endpoints.get_opt("web").await.unwrap().is_some(),
+        );
+        match left {
+            (0, false) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let now = kubewright_core::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    for pod in ["web-0", "web-1"] {
+        let _ = pods.delete(pod, &now).await;
+    }
+    nodes.delete(&node_name, &Default::default()).await.unwrap();
 }

@@ -32,7 +32,7 @@ use crate::http::admission::{Admission, Attributes, Operation};
 use crate::http::api::{ApiServer, WriteOptions};
 use crate::http::delete::{DeleteOptions, delete_obj};
 use crate::registry::meta::{labels, meta_str, now_time, string_map};
-use crate::storage::EventType;
+use crate::storage::{EventType, Mutation};
 use kubewright_core::LabelSelector;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -80,6 +80,13 @@ pub(crate) struct Workloads {
     cron_wake: HashMap<Key, jiff::Timestamp>,
     /// Finished Jobs with a time to live: when each expires.
     ttl_wake: HashMap<Key, jiff::Timestamp>,
+    /// Services to look at; the labels of pods that changed, by namespace (the Services
+    /// selecting them look again); every Service (a Node appeared, went or was
+    /// relabelled).
+    services: BTreeSet<Key>,
+    pod_labels: BTreeMap<String, Vec<Map<String, Value>>>,
+    all_services: bool,
+    triggers: super::endpoints::Triggers,
 }
 
 pub(super) fn key_of(obj: &Value) -> Key {
@@ -216,6 +223,16 @@ impl Workloads {
             for e in &events {
                 match e.resource.as_str() {
                     PODS => {
+                        for p in [Some(&e.object), e.prev.as_ref()].into_iter().flatten() {
+                            if let Some(l) =
+                                p.pointer("/metadata/labels").and_then(Value::as_object)
+                            {
+                                self.pod_labels
+                                    .entry(e.namespace.clone())
+                                    .or_default()
+                                    .push(l.clone());
+                            }
+                        }
                         if let Some(prev) = &e.prev {
                             self.forget_pod(prev);
                         }
@@ -259,14 +276,39 @@ impl Workloads {
                     super::daemonsets::DAEMONSETS => {
                         self.daemonsets.insert(key_of(&e.object));
                     }
-                    super::daemonsets::NODES => self.nodes_changed = true,
+                    super::daemonsets::NODES => {
+                        self.nodes_changed = true;
+                        let labels = |o: &Value| o.pointer("/metadata/labels").cloned();
+                        if e.kind != EventType::Modified
+                            || e.prev.as_deref().map(labels) != Some(labels(&e.object))
+                        {
+                            self.all_services = true;
+                        }
+                    }
+                    super::endpoints::SERVICES | "/endpoints" => {
+                        self.services.insert(key_of(&e.object));
+                    }
+                    "discovery.k8s.io/endpointslices" => {
+                        if let Some(svc) = e
+                            .object
+                            .pointer("/metadata/labels/kubernetes.io~1service-name")
+                            .and_then(Value::as_str)
+                        {
+                            self.services.insert((e.namespace.clone(), svc.to_string()));
+                        }
+                    }
                     _ => {}
                 }
             }
             self.rv = rv.max(1);
             return;
         }
-        *self = Workloads::default();
+        let triggers = std::mem::take(&mut self.triggers);
+        *self = Workloads {
+            triggers,
+            all_services: true,
+            ..Workloads::default()
+        };
         let (pods, rv) = srv.storage.list(PODS, None);
         for pod in &pods {
             self.note_pod(pod);
@@ -341,6 +383,29 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
         let mut expiring: BTreeSet<Key> = jobs.iter().map(|(k, _)| k.clone()).collect();
         expiring.extend(due(&mut w.ttl_wake));
         timed = (crons, expiring);
+        // Services: those written, those selecting a pod that changed, or all.
+        let mut services = std::mem::take(&mut w.services);
+        let everywhere = std::mem::take(&mut w.all_services);
+        let by_ns = std::mem::take(&mut w.pod_labels);
+        let listed = |ns: Option<&str>| srv.storage.list(super::endpoints::SERVICES, ns).0;
+        if everywhere {
+            services.extend(listed(None).iter().map(|s| key_of(s)));
+        } else {
+            for (ns, labels) in by_ns {
+                for svc in listed(Some(&ns)) {
+                    if let Some(sel) = super::endpoints::selector(&svc)
+                        && labels.iter().any(|l| super::endpoints::selects(sel, l))
+                    {
+                        services.insert(key_of(&svc));
+                    }
+                }
+            }
+        }
+        let mut triggers = std::mem::take(&mut w.triggers);
+        for (ns, name) in &services {
+            super::endpoints::sync_service(srv, &mut triggers, ns, name);
+        }
+        w.triggers = triggers;
         (
             std::mem::take(&mut w.deployments),
             std::mem::take(&mut w.replicasets),
@@ -517,6 +582,8 @@ pub(super) fn update(
     let group = match plural {
         "pods" => "",
         "jobs" | "cronjobs" => "batch",
+        "endpoints" => "",
+        "endpointslices" => "discovery.k8s.io",
         _ => "apps",
     };
     let def = srv.def(group, "v1", plural)?;
@@ -531,7 +598,9 @@ pub(super) fn update(
 }
 
 /// Records a core/v1 Event about `obj` as kube-controller-manager's recorders do
-/// (`warning`: type Warning, else Normal).
+/// (`warning`: type Warning, else Normal). A repeat of a recent event (same object,
+/// component, type, reason and message: client-go's event cache) counts on the stored
+/// one: `count` + 1 and a new `lastTimestamp`.
 pub(super) fn event(
     srv: &ApiServer,
     obj: &Value,
@@ -540,24 +609,70 @@ pub(super) fn event(
     reason: &str,
     msg: &str,
 ) {
+    /// Events remembered for repeats (client-go keeps 4096 in an LRU cache).
+    const REMEMBERED: usize = 4096;
     let Some(def) = srv.def("", "v1", "events") else {
         return;
     };
     let (ns, name) = key_of(obj);
+    let kind = if warning { "Warning" } else { "Normal" };
+    let uid = meta_str(obj, "uid").unwrap_or("");
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let object_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let same = [
+        component,
+        object_kind,
+        &ns,
+        &name,
+        uid,
+        api_version,
+        kind,
+        reason,
+        msg,
+    ]
+    .join("\u{0}");
     let t = now_time();
+    let seen = srv
+        .recent_events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&same)
+        .cloned();
+    if let Some((ev_ns, ev_name)) = seen {
+        let counted =
+            srv.storage
+                .mutate::<ApiError>(&def.storage_key(), &ev_ns, &ev_name, |cur, _| {
+                    let Some(cur) = cur else {
+                        return Ok(Mutation::Keep);
+                    };
+                    let mut next = (**cur).clone();
+                    next["count"] = json!(cur["count"].as_i64().unwrap_or(1) + 1);
+                    next["lastTimestamp"] = json!(t);
+                    Ok(Mutation::Put(next))
+                });
+        if matches!(counted, Ok((Some(_), _))) {
+            return;
+        }
+    }
+    let ev_name = format!("{name}.{:x}", now().as_nanosecond());
     let ev = json!({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{name}.{:x}", now().as_nanosecond()), "namespace": ns},
-        "involvedObject": {"apiVersion": obj.get("apiVersion").cloned().unwrap_or(Value::Null),
-            "kind": obj.get("kind").cloned().unwrap_or(Value::Null), "name": name, "namespace": ns,
-            "uid": meta_str(obj, "uid").unwrap_or(""),
+        "metadata": {"name": ev_name, "namespace": ns},
+        "involvedObject": {"apiVersion": api_version, "kind": object_kind, "name": name,
+            "namespace": ns, "uid": uid,
             "resourceVersion": meta_str(obj, "resourceVersion").unwrap_or("")},
-        "reason": reason, "message": msg, "type": if warning { "Warning" } else { "Normal" },
+        "reason": reason, "message": msg, "type": kind,
         "source": {"component": component},
         "reportingComponent": component, "reportingInstance": "",
         "firstTimestamp": t, "lastTimestamp": t, "count": 1, "eventTime": null,
     });
-    let _ = srv.create_object(&def, &ns, ev, MANAGER, false);
+    if srv.create_object(&def, &ns, ev, MANAGER, false).is_ok() {
+        let mut recent = srv.recent_events.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() >= REMEMBERED {
+            recent.clear();
+        }
+        recent.insert(same, (ns, ev_name));
+    }
 }
 
 /// Deletes `pod` for its controller `owner` (as `component`) and records the

@@ -458,6 +458,125 @@ fn allowed_status(
     }
 }
 
+/// `pods/binding` (and `bindings`), as kube-apiserver's binding storage writes it: the
+/// pod's node, the binding's annotations and the `PodScheduled` condition, in one write
+/// outside the pod update path (no field manager, no generation bump); a pod already
+/// on a node is a conflict.
+fn bind_pod(
+    srv: &Arc<ApiServer>,
+    req: &Req,
+    t: &Target,
+    ns: &str,
+    name: &str,
+) -> Result<Response<Body>, ApiError> {
+    let body = h::decode_body(req)?;
+    if meta_str(&body, "name").is_some_and(|n| n != name) {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Binding object",
+        ));
+    }
+    // `ValidatePodBinding`, reported as a plain error.
+    let mut errs: Vec<String> = Vec::new();
+    let kind = body
+        .pointer("/target/kind")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !matches!(kind, "" | "Node") {
+        errs.push(format!(
+            "target.kind: Unsupported value: {}: supported values: \"Node\", \"<empty>\"",
+            crate::error::go_quote(kind)
+        ));
+    }
+    let node = body
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if node.is_empty() {
+        errs.push("target.name: Required value".into());
+    }
+    if !errs.is_empty() {
+        let msg = if errs.len() == 1 {
+            errs.remove(0)
+        } else {
+            format!("[{}]", errs.join(", "))
+        };
+        return Err(ApiError::new(500, "", msg));
+    }
+    let annotations = body
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let key = t.def.storage_key();
+    srv.storage
+        .mutate::<ApiError>(&key, ns, name, |cur, _| {
+            let cur = cur.ok_or_else(|| ApiError::not_found(&t.def, name))?;
+            if cur.pointer("/metadata/deletionTimestamp").is_some() {
+                return Err(ApiError::new(
+                    500,
+                    "",
+                    format!("pod {name} is being deleted, cannot be assigned to a host"),
+                ));
+            }
+            if let Some(on) = cur
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on pods/binding {}: pod {name} is already assigned to node {}",
+                        crate::error::go_quote(name),
+                        crate::error::go_quote(on)
+                    ),
+                )
+                .with(kubewright_core::StatusDetails {
+                    name: name.to_string(),
+                    kind: "pods/binding".into(),
+                    ..Default::default()
+                }));
+            }
+            let mut next = (**cur).clone();
+            next["spec"]["nodeName"] = json!(node);
+            if !annotations.is_empty() {
+                let meta = &mut next["metadata"];
+                if !meta["annotations"].is_object() {
+                    meta["annotations"] = json!({});
+                }
+                for (k, v) in &annotations {
+                    meta["annotations"][k] = v.clone();
+                }
+            }
+            let conds = &mut next["status"]["conditions"];
+            if !conds.is_array() {
+                *conds = json!([]);
+            }
+            if let Some(list) = conds.as_array_mut() {
+                let now = crate::registry::meta::now_time();
+                match list.iter_mut().find(|c| c["type"] == "PodScheduled") {
+                    Some(c) => {
+                        if c["status"] != "True" {
+                            c["lastTransitionTime"] = json!(now);
+                        }
+                        c["status"] = json!("True");
+                    }
+                    None => list.push(json!({"type": "PodScheduled", "status": "True",
+                        "lastProbeTime": null, "lastTransitionTime": now})),
+                }
+            }
+            Ok(crate::storage::Mutation::Put(next))
+        })?;
+    srv.kick.notify_one();
+    Ok(h::encode(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        &h::object_format(req),
+    ))
+}
+
 /// POST to an object's subresource (`pods/eviction`, `pods/binding`, `serviceaccounts/token`).
 pub fn create_subresource(
     srv: &Arc<ApiServer>,
@@ -470,27 +589,7 @@ pub fn create_subresource(
     let ns = t.namespace.as_deref().unwrap_or("");
     match (t.def.group.as_str(), t.def.plural.as_str(), sub) {
         ("", "pods", "eviction") => crate::controllers::disruption::evict(srv, req, t, name),
-        ("", "pods", "binding") => {
-            let body = h::decode_body(req)?;
-            let node = body
-                .pointer("/target/name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let cur = srv
-                .storage
-                .get(&t.def.storage_key(), ns, name)
-                .ok_or_else(|| ApiError::not_found(&t.def, name))?;
-            let mut next = (*cur).clone();
-            next["spec"]["nodeName"] = json!(node);
-            let wo = ApiServer::write_options(req, false)?;
-            srv.update_object(&t.def, ns, name, None, next, &wo, false)?;
-            Ok(h::encode(
-                StatusCode::CREATED,
-                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-                &h::object_format(req),
-            ))
-        }
+        ("", "pods", "binding") => bind_pod(srv, req, t, ns, name),
         ("", "serviceaccounts", "token") => {
             let account = srv
                 .storage

@@ -304,6 +304,43 @@ impl Api<Pod> {
             other => other,
         }
     }
+
+    /// Binds a pod to a node (`pods/binding`), as a scheduler does: the server sets
+    /// `spec.nodeName`, copies `annotations` onto the pod and marks it `PodScheduled`.
+    /// A pod already on a node is a 409 Conflict.
+    ///
+    /// ```no_run
+    /// # async fn run(pods: kubewright_client::Api<k8s_openapi::api::core::v1::Pod>) -> Result<(), kubewright_client::Error> {
+    /// pods.bind("web-0", "node-1", &Default::default(), &Default::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn bind(
+        &self,
+        name: &str,
+        node: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+        pp: &PostParams,
+    ) -> Result<Status> {
+        let mut body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": { "name": name },
+            "target": { "apiVersion": "v1", "kind": "Node", "name": node },
+        });
+        if let Some(ns) = self.namespace() {
+            body["metadata"]["namespace"] = ns.into();
+        }
+        if !annotations.is_empty() {
+            body["metadata"]["annotations"] =
+                serde_json::to_value(annotations).map_err(RequestError::Serialize)?;
+        }
+        let path = self.subresource_path(name, "binding", &pp.query_pairs())?;
+        let req = Request::post(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&body).map_err(RequestError::Serialize)?)
+            .map_err(RequestError::Build)?;
+        self.client().request::<Status>(req).await
+    }
 }
 
 /// A 429 whose cause is a PodDisruptionBudget.
