@@ -13,6 +13,7 @@ pub(crate) mod disruption;
 pub(crate) mod endpoints;
 pub(crate) mod gc;
 pub(crate) mod jobs;
+pub(crate) mod podgc;
 pub(crate) mod resource_claims;
 pub(crate) mod statefulsets;
 pub(crate) mod workloads;

@@ -14,7 +14,9 @@ use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Endpoints, Event, Node, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    Endpoints, Event, Node, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kubewright_apiserver::{Kubelet, TestServer};
 use kubewright_client::Api;
@@ -1593,7 +1595,8 @@ fn endpoints_entries(ep: &Endpoints) -> Vec<(String, bool, String, i32)> {
 /// and endpoints controllers keep them: a placeholder slice before any pod, then the
 /// selected pods with an IP on an existing Node (named ports resolved per pod, pods whose
 /// ports differ in separate slices), a deleted pod terminating in the slices and gone
-/// from the Endpoints, and the Endpoints deleted with the Service.
+/// from the Endpoints, and the Endpoints deleted with the Service; then the pods of the
+/// Node when it goes (podgc; the test waits about a minute).
 #[tokio::test]
 async fn a_services_endpoint_slices_and_endpoints_follow_its_pods() {
     let env = TestEnv::start().await;
@@ -1763,12 +1766,129 @@ async fn a_services_endpoint_slices_and_endpoints_follow_its_pods() {
         }
     })
     .await;
-    let now = kubewright_core::DeleteParams {
-        grace_period_seconds: Some(0),
-        ..Default::default()
-    };
-    for pod in ["web-0", "web-1"] {
-        let _ = pods.delete(pod, &now).await;
-    }
+
+    // The Node goes: after podgc's quarantine (40 s) its pods are marked failed and
+    // deleted at once (a finalizer keeps web-1 to be looked at).
+    let hold = |f: Value| Patch::Merge(json!({"metadata": {"finalizers": f}}));
+    pods.patch(
+        "web-1",
+        &PatchParams::default(),
+        &hold(json!(["kubewright.test/hold"])),
+    )
+    .await
+    .unwrap();
     nodes.delete(&node_name, &Default::default()).await.unwrap();
+    settle_within(&env, &ns, Duration::from_secs(120), || async {
+        let gone = pods.get_opt("web-0").await.unwrap().is_none();
+        let held = pods.get("web-1").await.unwrap();
+        let status = held.status.clone().unwrap_or_default();
+        let marked = status.phase.as_deref() == Some("Failed")
+            && status.conditions.iter().flatten().any(|c| {
+                c.type_ == "DisruptionTarget"
+                    && c.status == "True"
+                    && c.reason.as_deref() == Some("DeletionByPodGC")
+                    && c.message.as_deref() == Some("PodGC: node no longer exists")
+            });
+        match (gone, marked, held.metadata.deletion_timestamp.is_some()) {
+            (true, true, true) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    pods.patch("web-1", &PatchParams::default(), &hold(Value::Null))
+        .await
+        .unwrap();
+}
+
+/// A ReplicationController keeps its number of pods as a ReplicaSet does (upstream runs
+/// the same controller for it), with its own kind in the owner references and events.
+#[tokio::test]
+async fn a_replication_controller_keeps_its_number_of_pods() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let rcs: Api<ReplicationController> = Api::namespaced(env.client(), &ns);
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let rc: ReplicationController = serde_json::from_value(json!({"metadata": {"name": "rc"},
+        "spec": {"replicas": 2, "selector": {"app": "rc"},
+            "template": {"metadata": {"labels": {"app": "rc"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}}))
+    .unwrap();
+    let rc = rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let live = || async {
+        pods.list(&ListParams::default().labels("app=rc"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect::<Vec<Pod>>()
+    };
+    let settled = |n: usize| {
+        let rcs = rcs.clone();
+        let live = &live;
+        move || {
+            let rcs = rcs.clone();
+            async move {
+                let status = rcs.get("rc").await.unwrap().status.unwrap_or_default();
+                let count = live().await.len();
+                match (status.replicas, status.observed_generation, count) {
+                    (r, Some(_), c) if r as usize == n && c == n => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            }
+        }
+    };
+    settle(&env, &ns, settled(2)).await;
+    let pod = live().await.remove(0);
+    let o = &pod.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (
+            o.api_version.as_str(),
+            o.kind.as_str(),
+            o.uid.as_str(),
+            o.controller
+        ),
+        (
+            "v1",
+            "ReplicationController",
+            rc.metadata.uid.as_deref().unwrap(),
+            Some(true)
+        )
+    );
+    assert_eq!(pod.metadata.generate_name.as_deref(), Some("rc-"));
+    rcs.patch(
+        "rc",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
+    settle(&env, &ns, settled(1)).await;
+    let events: Api<Event> = Api::namespaced(env.client(), &ns);
+    settle(&env, &ns, || async {
+        let seen: Vec<(String, String)> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.kind.as_deref() == Some("ReplicationController"))
+            .map(|e| {
+                (
+                    e.reason.unwrap_or_default(),
+                    e.source.and_then(|s| s.component).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let has = |r: &str| {
+            seen.iter()
+                .any(|(x, c)| x == r && c == "replication-controller")
+        };
+        if has("SuccessfulCreate") && has("SuccessfulDelete") {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    })
+    .await;
 }

@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 const PODS: &str = "/pods";
 const REPLICASETS: &str = "apps/replicasets";
+const RCS: &str = "/replicationcontrollers";
 const DEPLOYMENTS: &str = "apps/deployments";
 pub(super) const MANAGER: &str = "kube-controller-manager";
 const HASH_LABEL: &str = "pod-template-hash";
@@ -60,6 +61,9 @@ pub(crate) struct Workloads {
     deployments: BTreeSet<Key>,
     /// Pods by the ReplicaSet (namespace, name) their controller reference names.
     owned: HashMap<Key, BTreeSet<String>>,
+    /// ReplicationControllers to look at, and pods by the one that controls them.
+    rcs: BTreeSet<Key>,
+    rc_owned: HashMap<Key, BTreeSet<String>>,
     /// Pods without a controller, by namespace (candidates for adoption).
     orphans: BTreeMap<String, BTreeSet<String>>,
     /// Namespaces where an orphan pod appeared: their ReplicaSets look for it.
@@ -87,6 +91,10 @@ pub(crate) struct Workloads {
     pod_labels: BTreeMap<String, Vec<Map<String, Value>>>,
     all_services: bool,
     triggers: super::endpoints::Triggers,
+    /// Nodes pods are bound to that are missing, and when their quarantine ends
+    /// (podgc); terminating pods on nodes out of service.
+    missing_nodes: HashMap<String, jiff::Timestamp>,
+    stranded: BTreeSet<Key>,
 }
 
 pub(super) fn key_of(obj: &Value) -> Key {
@@ -108,22 +116,54 @@ pub(super) fn controller_of(obj: &Value) -> Option<&Value> {
 /// `apps`, a Job or CronJob of `batch`).
 pub(super) fn controller_named<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
     let r = controller_of(obj)?;
-    let group = if matches!(kind, "Job" | "CronJob") {
-        "batch/"
-    } else {
-        "apps/"
+    let group = match kind {
+        "Job" | "CronJob" => "batch/",
+        // The core group: `v1` alone.
+        "ReplicationController" => "",
+        _ => "apps/",
     };
     (r.get("kind").and_then(Value::as_str) == Some(kind)
         && r.get("apiVersion")
             .and_then(Value::as_str)
-            .is_some_and(|v| v.starts_with(group)))
+            .is_some_and(|v| {
+                if group.is_empty() {
+                    v == "v1"
+                } else {
+                    v.starts_with(group)
+                }
+            }))
     .then(|| r.get("name").and_then(Value::as_str))
     .flatten()
 }
 
 impl Workloads {
+    /// podgc's view of a pod: bound to a missing node (quarantined), or terminating on
+    /// a node out of service.
+    fn check_node_of(&mut self, srv: &ApiServer, pod: &Value) {
+        let Some(node) = super::podgc::node_of(pod) else {
+            return;
+        };
+        match srv.storage.get(super::podgc::NODES, "", node) {
+            None => {
+                let until = now()
+                    .checked_add(super::podgc::QUARANTINE)
+                    .unwrap_or_else(|_| now());
+                self.missing_nodes.entry(node.to_string()).or_insert(until);
+            }
+            Some(n) if deleting(pod) && super::podgc::out_of_service(&n) => {
+                self.stranded.insert(key_of(pod));
+            }
+            Some(_) => {}
+        }
+    }
+
     fn forget_pod(&mut self, pod: &Value) {
         let (ns, name) = key_of(pod);
+        if let Some(rc) = controller_named(pod, "ReplicationController")
+            && let Some(set) = self.rc_owned.get_mut(&(ns.clone(), rc.to_string()))
+        {
+            set.remove(&name);
+        }
         if let Some(rs) = controller_named(pod, "ReplicaSet")
             && let Some(set) = self.owned.get_mut(&(ns.clone(), rs.to_string()))
         {
@@ -154,6 +194,9 @@ impl Workloads {
         let ns = meta_str(pod, "namespace").unwrap_or("");
         if let Some(rs) = controller_named(pod, "ReplicaSet") {
             self.replicasets.insert((ns.to_string(), rs.to_string()));
+        }
+        if let Some(rc) = controller_named(pod, "ReplicationController") {
+            self.rcs.insert((ns.to_string(), rc.to_string()));
         }
         if let Some(job) = super::jobs::job_of(pod) {
             self.jobs.insert(job);
@@ -192,6 +235,14 @@ impl Workloads {
                         .or_default()
                         .insert(name.clone());
                     self.daemonsets.insert(ds);
+                }
+                if let Some(rc) = controller_named(pod, "ReplicationController") {
+                    let rc = (ns.clone(), rc.to_string());
+                    self.rc_owned
+                        .entry(rc.clone())
+                        .or_default()
+                        .insert(name.clone());
+                    self.rcs.insert(rc);
                 }
                 if let Some(rs) = controller_named(pod, "ReplicaSet") {
                     let rs = (ns, rs.to_string());
@@ -236,6 +287,9 @@ impl Workloads {
                         if let Some(prev) = &e.prev {
                             self.forget_pod(prev);
                         }
+                        if e.kind != EventType::Deleted {
+                            self.check_node_of(srv, &e.object);
+                        }
                         if e.kind == EventType::Deleted {
                             self.forget_pod(&e.object);
                             // Its controller counts it no more.
@@ -259,6 +313,9 @@ impl Workloads {
                     DEPLOYMENTS => {
                         self.deployments.insert(key_of(&e.object));
                     }
+                    RCS => {
+                        self.rcs.insert(key_of(&e.object));
+                    }
                     super::jobs::JOBS => {
                         self.jobs.insert(key_of(&e.object));
                         for j in [Some(&e.object), e.prev.as_ref()].into_iter().flatten() {
@@ -278,6 +335,30 @@ impl Workloads {
                     }
                     super::daemonsets::NODES => {
                         self.nodes_changed = true;
+                        let node = meta_str(&e.object, "name").unwrap_or("").to_string();
+                        match e.kind {
+                            EventType::Deleted => {
+                                let until = now()
+                                    .checked_add(super::podgc::QUARANTINE)
+                                    .unwrap_or_else(|_| now());
+                                self.missing_nodes.entry(node).or_insert(until);
+                            }
+                            EventType::Added => {
+                                self.missing_nodes.remove(&node);
+                            }
+                            _ if super::podgc::out_of_service(&e.object)
+                                && !e.prev.as_deref().is_some_and(super::podgc::out_of_service) =>
+                            {
+                                for pod in srv.storage.list(PODS, None).0 {
+                                    if deleting(&pod)
+                                        && super::podgc::node_of(&pod) == Some(node.as_str())
+                                    {
+                                        self.stranded.insert(key_of(&pod));
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
                         let labels = |o: &Value| o.pointer("/metadata/labels").cloned();
                         if e.kind != EventType::Modified
                             || e.prev.as_deref().map(labels) != Some(labels(&e.object))
@@ -312,9 +393,13 @@ impl Workloads {
         let (pods, rv) = srv.storage.list(PODS, None);
         for pod in &pods {
             self.note_pod(pod);
+            self.check_node_of(srv, pod);
         }
         for rs in srv.storage.list(REPLICASETS, None).0 {
             self.note_replicaset(&rs);
+        }
+        for rc in srv.storage.list(RCS, None).0 {
+            self.rcs.insert(key_of(&rc));
         }
         for d in srv.storage.list(DEPLOYMENTS, None).0 {
             self.deployments.insert(key_of(&d));
@@ -338,12 +423,16 @@ impl Workloads {
 /// created through admission, as kube-controller-manager's go through kube-apiserver's.
 pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
     let timed: (BTreeSet<Key>, BTreeSet<Key>);
+    let rcs: BTreeSet<Key>;
     let (deployments, replicasets, jobs) = {
         let mut w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
         w.refresh(srv);
         for ns in std::mem::take(&mut w.orphaned_in) {
             for rs in srv.storage.list(REPLICASETS, Some(&ns)).0 {
                 w.replicasets.insert(key_of(&rs));
+            }
+            for rc in srv.storage.list(RCS, Some(&ns)).0 {
+                w.rcs.insert(key_of(&rc));
             }
         }
         let with_pods = |keys: BTreeSet<Key>, index: &HashMap<Key, BTreeSet<String>>| {
@@ -383,6 +472,7 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
         let mut expiring: BTreeSet<Key> = jobs.iter().map(|(k, _)| k.clone()).collect();
         expiring.extend(due(&mut w.ttl_wake));
         timed = (crons, expiring);
+        rcs = std::mem::take(&mut w.rcs);
         // Services: those written, those selecting a pod that changed, or all.
         let mut services = std::mem::take(&mut w.services);
         let everywhere = std::mem::take(&mut w.all_services);
@@ -406,6 +496,20 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
             super::endpoints::sync_service(srv, &mut triggers, ns, name);
         }
         w.triggers = triggers;
+        // podgc: nodes whose quarantine ended, pods stranded on nodes out of service.
+        let gone: Vec<String> = w
+            .missing_nodes
+            .iter()
+            .filter(|(_, t)| **t <= at)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &gone {
+            w.missing_nodes.remove(n);
+        }
+        let stranded: Vec<Key> = std::mem::take(&mut w.stranded).into_iter().collect();
+        if !gone.is_empty() || !stranded.is_empty() {
+            super::podgc::collect(srv, gone, stranded);
+        }
         (
             std::mem::take(&mut w.deployments),
             std::mem::take(&mut w.replicasets),
@@ -451,8 +555,14 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
     }
     let mut again: Vec<Key> = Vec::new();
     for (ns, name) in &replicasets {
-        if sync_replicaset(srv, ns, name).await {
+        if sync_replicaset(srv, &REPLICA_SET, ns, name).await {
             again.push((ns.clone(), name.clone()));
+        }
+    }
+    let mut again_rc: Vec<Key> = Vec::new();
+    for (ns, name) in &rcs {
+        if sync_replicaset(srv, &REPLICATION_CONTROLLER, ns, name).await {
+            again_rc.push((ns.clone(), name.clone()));
         }
     }
     let mut again_d: Vec<Key> = Vec::new();
@@ -462,6 +572,7 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
         }
     }
     if !again.is_empty()
+        || !again_rc.is_empty()
         || !again_d.is_empty()
         || !again_j.is_empty()
         || !again_s.is_empty()
@@ -469,6 +580,7 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
     {
         let mut w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
         w.replicasets.extend(again);
+        w.rcs.extend(again_rc);
         w.deployments.extend(again_d);
         w.jobs.extend(again_j);
         w.statefulsets.extend(again_s);
@@ -582,7 +694,7 @@ pub(super) fn update(
     let group = match plural {
         "pods" => "",
         "jobs" | "cronjobs" => "batch",
-        "endpoints" => "",
+        "endpoints" | "replicationcontrollers" => "",
         "endpointslices" => "discovery.k8s.io",
         _ => "apps",
     };
@@ -810,16 +922,66 @@ fn deletion_rank(
 }
 
 /// One ReplicaSet; whether it must be looked at again later (pods becoming available).
-async fn sync_replicaset(srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
-    let Some(rs) = srv.storage.get(REPLICASETS, ns, name) else {
+/// A ReplicaSet or a ReplicationController: the replicaset controller runs both (as
+/// upstream's replication manager runs its code for the older kind).
+struct SetKind {
+    key: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    component: &'static str,
+    /// ReplicationControllers' status has no `terminatingReplicas`.
+    terminating: bool,
+}
+
+const REPLICA_SET: SetKind = SetKind {
+    key: REPLICASETS,
+    plural: "replicasets",
+    kind: "ReplicaSet",
+    component: "replicaset-controller",
+    terminating: true,
+};
+
+const REPLICATION_CONTROLLER: SetKind = SetKind {
+    key: RCS,
+    plural: "replicationcontrollers",
+    kind: "ReplicationController",
+    component: "replication-controller",
+    terminating: false,
+};
+
+async fn sync_replicaset(srv: &Arc<ApiServer>, sk: &SetKind, ns: &str, name: &str) -> bool {
+    let Some(rs) = srv.storage.get(sk.key, ns, name) else {
         return false;
     };
     let uid = meta_str(&rs, "uid").unwrap_or("").to_string();
-    let selector = selector_of(&rs);
+    let selector = if sk.terminating {
+        selector_of(&rs)
+    } else {
+        // A ReplicationController's selector is a map of labels.
+        rs.pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+            .and_then(|m| {
+                let sel = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                    match_labels: Some(
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                            .collect(),
+                    ),
+                    ..Default::default()
+                };
+                LabelSelector::from_k8s(&sel).ok()
+            })
+    };
     // The pods it controls: those its index names, then orphans it selects (adopted).
     let names: Vec<String> = {
         let w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
-        w.owned
+        let index = if sk.terminating {
+            &w.owned
+        } else {
+            &w.rc_owned
+        };
+        index
             .get(&(ns.to_string(), name.to_string()))
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
@@ -873,7 +1035,7 @@ async fn sync_replicaset(srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
                 .as_object_mut()
                 .map(|m| m.entry("ownerReferences").or_insert_with(|| json!([])));
             if let Some(Value::Array(refs)) = refs {
-                refs.push(owner_ref(&rs, "ReplicaSet"));
+                refs.push(owner_ref(&rs, sk.kind));
             }
             if let Some(stored) = update(srv, "pods", next, None) {
                 pods.push(Arc::new(stored));
@@ -897,10 +1059,7 @@ async fn sync_replicaset(srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
                     meta.insert(k.into(), v.clone());
                 }
             }
-            meta.insert(
-                "ownerReferences".into(),
-                json!([owner_ref(&rs, "ReplicaSet")]),
-            );
+            meta.insert("ownerReferences".into(), json!([owner_ref(&rs, sk.kind)]));
             let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                 "spec": template.get("spec").cloned().unwrap_or_else(|| json!({}))});
             match create_pod(srv, ns, pod).await {
@@ -908,7 +1067,7 @@ async fn sync_replicaset(srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
                     event(
                         srv,
                         &rs,
-                        "replicaset-controller",
+                        sk.component,
                         false,
                         "SuccessfulCreate",
                         &format!("Created pod: {}", meta_str(&p, "name").unwrap_or("")),
@@ -919,7 +1078,7 @@ async fn sync_replicaset(srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
                     event(
                         srv,
                         &rs,
-                        "replicaset-controller",
+                        sk.component,
                         false,
                         "FailedCreate",
                         &format!("Error creating: {}", e.0.message),
@@ -932,9 +1091,7 @@ async fn sync_replicaset(srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
         let mut ranked: Vec<&Arc<Value>> = active.clone();
         ranked.sort_by_key(|p| deletion_rank(p));
         for pod in ranked.into_iter().take((active.len() - want).min(BURST)) {
-            delete_pod(srv, &rs, "replicaset-controller", pod, |n| {
-                format!("Deleted pod: {n}")
-            });
+            delete_pod(srv, &rs, sk.component, pod, |n| format!("Deleted pod: {n}"));
         }
     }
     // The status from the pods as they are now.
@@ -996,13 +1153,15 @@ async fn sync_replicaset(srv: &Arc<ApiServer>, ns: &str, name: &str) -> bool {
     set("fullyLabeledReplicas", labelled, true);
     set("readyReplicas", ready, true);
     set("availableReplicas", available, true);
-    set("terminatingReplicas", terminating, false);
+    if sk.terminating {
+        set("terminatingReplicas", terminating, false);
+    }
     set(
         "observedGeneration",
         int(&rs, "/metadata/generation").unwrap_or(1),
         false,
     );
-    write_status(srv, "replicasets", &rs, status);
+    write_status(srv, sk.plural, &rs, status);
     later
 }
 
