@@ -1892,3 +1892,93 @@ async fn a_replication_controller_keeps_its_number_of_pods() {
     })
     .await;
 }
+
+/// The Endpoints of a Service without a selector are mirrored into EndpointSlices (one
+/// per address type), and go with the Service.
+#[tokio::test]
+async fn a_selectorless_services_endpoints_are_mirrored_into_slices() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let services: Api<Service> = Api::namespaced(env.client(), &ns);
+    let endpoints: Api<Endpoints> = Api::namespaced(env.client(), &ns);
+    let slices: Api<EndpointSlice> = Api::namespaced(env.client(), &ns);
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "ext"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}}))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let ep: Endpoints = serde_json::from_value(json!({"metadata": {"name": "ext", "labels": {"team": "a"}},
+        "subsets": [{"addresses": [{"ip": "192.0.2.10", "hostname": "h1"}, {"ip": "192.0.2.2"}],
+            "notReadyAddresses": [{"ip": "192.0.2.30"}], "ports": [{"name": "https", "port": 8443}]},
+            {"addresses": [{"ip": "2001:db8::1"}], "ports": [{"name": "https", "port": 8443}]}]}))
+    .unwrap();
+    endpoints.create(&PostParams::default(), &ep).await.unwrap();
+    let mirrored = ListParams::default().labels(
+        "kubernetes.io/service-name=ext,endpointslice.kubernetes.io/managed-by=endpointslicemirroring-controller.k8s.io",
+    );
+    let shape = || async {
+        let mut out: Vec<(String, Vec<(String, bool)>)> = slices
+            .list(&mirrored)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|s| {
+                // Upstream's order of the endpoints varies from one sync to another.
+                let mut eps: Vec<(String, bool)> = s
+                    .endpoints
+                    .iter()
+                    .flatten()
+                    .map(|e| {
+                        (
+                            e.addresses.join(","),
+                            e.conditions
+                                .as_ref()
+                                .and_then(|c| c.ready)
+                                .unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                eps.sort();
+                (s.address_type, eps)
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let want = vec![
+        (
+            "IPv4".to_string(),
+            vec![
+                ("192.0.2.10".to_string(), true),
+                ("192.0.2.2".into(), true),
+                ("192.0.2.30".into(), false),
+            ],
+        ),
+        ("IPv6".into(), vec![("2001:db8::1".into(), true)]),
+    ];
+    settle(&env, &ns, || async {
+        match shape().await {
+            s if s == want => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let slice = slices.list(&mirrored).await.unwrap().items.remove(0);
+    assert_eq!(slice.metadata.labels.unwrap()["team"], "a");
+    assert_eq!(
+        slice.metadata.owner_references.unwrap()[0].kind,
+        "Endpoints"
+    );
+    services.delete("ext", &Default::default()).await.unwrap();
+    settle(&env, &ns, || async {
+        let left = (
+            shape().await.len(),
+            endpoints.get_opt("ext").await.unwrap().is_some(),
+        );
+        match left {
+            (0, false) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}

@@ -11,7 +11,10 @@
 //! them (addresses sorted by IP). Deleting the Service deletes its Endpoints (its slices
 //! go through garbage collection).
 //!
-//! Not done: the endpointslice-mirroring controller, topology hints and traffic
+//! The endpointslice-mirroring controller mirrors the Endpoints of a Service without a
+//! selector into slices of its own.
+//!
+//! Not done: topology hints and traffic
 //! distribution, the 1000-address truncation of Endpoints; subsets and slice ports come
 //! in a stable order of ours (upstream sorts them by hashes of Go's printed structs).
 
@@ -37,6 +40,10 @@ const TRIGGER: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 const ZONE: &str = "topology.kubernetes.io/zone";
 const LEADER: &str = "control-plane.alpha.kubernetes.io/leader";
 const MAX_PER_SLICE: usize = 100;
+const MIRROR_MANAGER: &str = "endpointslicemirroring-controller.k8s.io";
+const SKIP_MIRROR: &str = "endpointslice.kubernetes.io/skip-mirror";
+/// Addresses mirrored per Endpoints subset.
+const MAX_MIRRORED: usize = 1000;
 
 /// Per Service: the latest Ready transition of its pods seen at the last sync (the
 /// trigger-time tracker), kept between passes.
@@ -276,8 +283,10 @@ pub(super) fn sync_service(srv: &Arc<ApiServer>, triggers: &mut Triggers, ns: &s
         {
             let _ = delete_obj(srv, &def, ns, name, &DeleteOptions::default());
         }
+        mirror(srv, ns, name, false);
         return;
     };
+    mirror(srv, ns, name, selector(&svc).is_none());
     if svc.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
         return;
     }
@@ -747,6 +756,215 @@ fn sync_endpoints(
             .is_some_and(|n| super::workloads::deleting(&n))
     {
         event(srv, &next, "endpoint-controller", true, reason, &msg);
+    }
+}
+
+/// The endpointslice-mirroring controller for the Endpoints `ns`/`name`: the Endpoints
+/// of a Service without a selector (hand-made, pointing outside the cluster) are
+/// mirrored into slices, one per port set and address type (ready and not-ready
+/// addresses, at most 1000 a subset); otherwise its mirrored slices go.
+fn mirror(srv: &Arc<ApiServer>, ns: &str, name: &str, selectorless: bool) {
+    let ep = srv.storage.get(ENDPOINTS, ns, name).filter(|ep| {
+        let labels = labels_of(ep);
+        selectorless
+            && labels.get(SKIP_MIRROR) != Some(&json!("true"))
+            && ep
+                .pointer(&format!(
+                    "/metadata/annotations/{}",
+                    LEADER.replace('/', "~1")
+                ))
+                .is_none()
+    });
+    let existing: Vec<Arc<Value>> = srv
+        .storage
+        .list(SLICES, Some(ns))
+        .0
+        .into_iter()
+        .filter(|s| {
+            let l = labels_of(s);
+            l.get(SERVICE_NAME) == Some(&json!(name))
+                && l.get(MANAGED_BY) == Some(&json!(MIRROR_MANAGER))
+                && !super::workloads::deleting(s)
+        })
+        .collect();
+    let Some(def) = srv.def("discovery.k8s.io", "v1", "endpointslices") else {
+        return;
+    };
+    let mut wanted: Vec<(String, Value, Vec<Value>)> = Vec::new();
+    let mut invalid = 0usize;
+    let mut skipped = 0usize;
+    if let Some(ep) = &ep {
+        let mut entries: Vec<(Option<Port>, Value, bool)> = Vec::new();
+        for s in ep
+            .get("subsets")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let ports: Vec<Option<Port>> = match s.get("ports").and_then(Value::as_array) {
+                Some(ps) if !ps.is_empty() => ps
+                    .iter()
+                    .map(|p| {
+                        Some((
+                            p.get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                            p.get("port").and_then(Value::as_i64).unwrap_or(0),
+                            p.get("protocol")
+                                .and_then(Value::as_str)
+                                .unwrap_or("TCP")
+                                .to_string(),
+                            p.get("appProtocol")
+                                .and_then(Value::as_str)
+                                .map(str::to_string),
+                        ))
+                    })
+                    .collect(),
+                _ => vec![None],
+            };
+            for (list, ready) in [("addresses", true), ("notReadyAddresses", false)] {
+                for a in s.get(list).and_then(Value::as_array).into_iter().flatten() {
+                    for p in &ports {
+                        entries.push((p.clone(), a.clone(), ready));
+                    }
+                }
+            }
+        }
+        for subset in repack(entries) {
+            let ports: Vec<Value> = subset
+                .get("ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let mut q = json!({"name": p.get("name").and_then(Value::as_str).unwrap_or(""),
+                        "port": p["port"], "protocol": p["protocol"]});
+                    if let Some(a) = p.get("appProtocol") {
+                        q["appProtocol"] = a.clone();
+                    }
+                    q
+                })
+                .collect();
+            let addresses = subset
+                .get("addresses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|a| (a, true))
+                .chain(
+                    subset
+                        .get("notReadyAddresses")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(|a| (a, false)),
+                );
+            let mut taken = 0usize;
+            for (a, ready) in addresses {
+                let Ok(ip) = a["ip"].as_str().unwrap_or("").parse::<std::net::IpAddr>() else {
+                    invalid += 1;
+                    continue;
+                };
+                if taken == MAX_MIRRORED {
+                    skipped += 1;
+                    continue;
+                }
+                taken += 1;
+                let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+                let mut e = json!({"addresses": [ip.to_string()], "conditions": {"ready": ready}});
+                for k in ["hostname", "nodeName", "targetRef"] {
+                    if let Some(v) = a.get(k).filter(|v| *v != "") {
+                        e[k] = v.clone();
+                    }
+                }
+                let ports = Value::Array(ports.clone());
+                match wanted
+                    .iter_mut()
+                    .find(|(f, p, _)| f == family && *p == ports)
+                {
+                    Some((_, _, eps)) => eps.push(e),
+                    None => wanted.push((family.to_string(), ports, vec![e])),
+                }
+            }
+        }
+    }
+    let ep_meta = ep.as_deref().map(|ep| {
+        let mut labels = labels_of(ep);
+        labels.insert(SERVICE_NAME.into(), json!(name));
+        labels.insert(MANAGED_BY.into(), json!(MIRROR_MANAGER));
+        let mut annotations = ep
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        annotations.remove(TRIGGER);
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        (labels, annotations)
+    });
+    let mut unused: Vec<Arc<Value>> = existing;
+    if let (Some(ep), Some((labels, annotations))) = (&ep, &ep_meta) {
+        for (family, ports, endpoints) in wanted {
+            let body_ports = list_or_null(ports.clone());
+            let at = unused.iter().position(|s| {
+                s["addressType"] == family.as_str()
+                    && list_or_null(s["ports"].clone()) == body_ports
+            });
+            let mut next = match at {
+                Some(i) => (*unused.remove(i)).clone(),
+                None => json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"generateName": format!("{name}-"), "namespace": ns,
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "Endpoints", "name": name,
+                            "uid": meta_str(ep, "uid").unwrap_or(""), "controller": true,
+                            "blockOwnerDeletion": true}]},
+                    "addressType": family}),
+            };
+            let before = next.clone();
+            next["ports"] = body_ports;
+            next["endpoints"] = Value::Array(endpoints);
+            next["metadata"]["labels"] = Value::Object(labels.clone());
+            if annotations.is_empty() {
+                next["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("annotations"));
+            } else {
+                next["metadata"]["annotations"] = Value::Object(annotations.clone());
+            }
+            if at.is_none() {
+                if let Err(e) = srv.create_object(&def, ns, next, super::workloads::MANAGER, false)
+                {
+                    tracing::debug!(%ns, endpoints = %name, "mirroring: {}", e.0.message);
+                }
+            } else if next != before {
+                super::workloads::update(srv, "endpointslices", next, None);
+            }
+        }
+        if invalid > 0 {
+            event(
+                srv,
+                ep,
+                "endpoint-slice-mirroring-controller",
+                true,
+                "InvalidIPAddress",
+                &format!("Skipped {invalid} invalid IP addresses when mirroring to EndpointSlices"),
+            );
+        }
+        if skipped > 0 {
+            event(
+                srv,
+                ep,
+                "endpoint-slice-mirroring-controller",
+                true,
+                "TooManyAddressesToMirror",
+                &format!(
+                    "A max of {MAX_MIRRORED} addresses can be mirrored to EndpointSlices per Endpoints subset. {skipped} addresses were skipped"
+                ),
+            );
+        }
+    }
+    for s in unused {
+        let (ns, slice) = key_of(&s);
+        let _ = delete_obj(srv, &def, &ns, &slice, &DeleteOptions::default());
     }
 }
 
