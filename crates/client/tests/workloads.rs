@@ -648,6 +648,20 @@ async fn finish(pods: &Api<Pod>, name: &str, code: i32) {
         .unwrap();
 }
 
+/// Waits until Job `job` has exactly one pod; its name.
+async fn only_pod_of(env: &TestEnv, ns: &str, pods: &Api<Pod>, job: &str) -> String {
+    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+    let of_job = || async { pods.list(&lp).await.unwrap().items };
+    settle(env, ns, || async {
+        match of_job().await.len() {
+            1 => Ok(()),
+            n => Err(format!("{n} pods of {job}")),
+        }
+    })
+    .await;
+    of_job().await.remove(0).metadata.name.unwrap()
+}
+
 /// (active, succeeded, failed, conditions as (type, status, reason)).
 type JobState = (
     Option<i32>,
@@ -763,20 +777,7 @@ async fn a_job_runs_pods_until_enough_succeed_or_too_many_fail() {
 
     // backoffLimit 0: the first failure fails the Job.
     jobs.create(&pp, &job("bad", 1, 0)).await.unwrap();
-    let pod_of_bad = || async {
-        pods.list(&ListParams::default().labels("batch.kubernetes.io/job-name=bad"))
-            .await
-            .unwrap()
-            .items
-    };
-    settle(&env, &ns, || async {
-        match pod_of_bad().await.len() {
-            1 => Ok(()),
-            n => Err(format!("{n} pods")),
-        }
-    })
-    .await;
-    let victim = pod_of_bad().await.remove(0).metadata.name.unwrap();
+    let victim = only_pod_of(&env, &ns, &pods, "bad").await;
     finish(&pods, &victim, 1).await;
     settle(&env, &ns, || async {
         let j = jobs.get("bad").await.unwrap();
@@ -1448,20 +1449,7 @@ async fn a_cronjob_starts_a_job_on_schedule_and_keeps_its_history() {
 
     // Its pod succeeds: the Job completes, leaves `active`, its completion is recorded,
     // and (history limit 0) it is deleted.
-    let pod_of = || async {
-        pods.list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}")))
-            .await
-            .unwrap()
-            .items
-    };
-    settle(&env, &ns, || async {
-        match pod_of().await.len() {
-            1 => Ok(()),
-            n => Err(format!("{n} pods")),
-        }
-    })
-    .await;
-    let pod = pod_of().await.remove(0).metadata.name.unwrap();
+    let pod = only_pod_of(&env, &ns, &pods, &name).await;
     finish(&pods, &pod, 0).await;
     settle(&env, &ns, || async {
         let status = crons.get("tick").await.unwrap().status.unwrap_or_default();
@@ -1493,24 +1481,8 @@ async fn a_finished_job_is_deleted_after_its_ttl() {
     let mut keep = job("kept", 1, 6);
     keep.spec.as_mut().unwrap().ttl_seconds_after_finished = Some(3600);
     jobs.create(&PostParams::default(), &keep).await.unwrap();
-    let pods_of = |job: &'static str| {
-        let pods = pods.clone();
-        async move {
-            pods.list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
-                .await
-                .unwrap()
-                .items
-        }
-    };
-    settle(&env, &ns, || async {
-        match (pods_of("brief").await.len(), pods_of("kept").await.len()) {
-            (1, 1) => Ok(()),
-            n => Err(format!("{n:?} pods")),
-        }
-    })
-    .await;
     for job in ["brief", "kept"] {
-        let pod = pods_of(job).await.remove(0).metadata.name.unwrap();
+        let pod = only_pod_of(&env, &ns, &pods, job).await;
         finish(&pods, &pod, 0).await;
     }
     settle(&env, &ns, || async {

@@ -266,6 +266,30 @@ fn set_trigger(meta: &mut Value, t: Option<jiff::Timestamp>) {
     }
 }
 
+/// The live slices of Service `name` that `manager` keeps.
+fn managed_slices(srv: &ApiServer, ns: &str, name: &str, manager: &str) -> Vec<Arc<Value>> {
+    srv.storage
+        .list(SLICES, Some(ns))
+        .0
+        .into_iter()
+        .filter(|s| {
+            let l = labels_of(s);
+            l.get(SERVICE_NAME) == Some(&json!(name))
+                && l.get(MANAGED_BY) == Some(&json!(manager))
+                && !super::workloads::deleting(s)
+        })
+        .collect()
+}
+
+/// Whether Endpoints are a leader-election record (left alone by the controllers).
+fn leader_record(ep: &Value) -> bool {
+    ep.pointer(&format!(
+        "/metadata/annotations/{}",
+        LEADER.replace('/', "~1")
+    ))
+    .is_some()
+}
+
 /// One sync of a Service's slices and Endpoints.
 pub(super) fn sync_service(srv: &Arc<ApiServer>, triggers: &mut Triggers, ns: &str, name: &str) {
     let key = (ns.to_string(), name.to_string());
@@ -273,12 +297,7 @@ pub(super) fn sync_service(srv: &Arc<ApiServer>, triggers: &mut Triggers, ns: &s
         triggers.0.remove(&key);
         // The Service is gone: so are its Endpoints (not leader-election records).
         if let Some(ep) = srv.storage.get(ENDPOINTS, ns, name)
-            && ep
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    LEADER.replace('/', "~1")
-                ))
-                .is_none()
+            && !leader_record(&ep)
             && let Some(def) = srv.def("", "v1", "endpoints")
         {
             let _ = delete_obj(srv, &def, ns, name, &DeleteOptions::default());
@@ -387,18 +406,7 @@ fn sync_slices(
     let labels = derived_labels(svc, &[(SERVICE_NAME, &name), (MANAGED_BY, SLICE_MANAGER)]);
     let owner = json!([{"apiVersion": "v1", "kind": "Service", "name": name, "uid": uid,
         "controller": true, "blockOwnerDeletion": true}]);
-    let existing: Vec<Arc<Value>> = srv
-        .storage
-        .list(SLICES, Some(&ns))
-        .0
-        .into_iter()
-        .filter(|s| {
-            let l = labels_of(s);
-            l.get(SERVICE_NAME) == Some(&json!(name))
-                && l.get(MANAGED_BY) == Some(&json!(SLICE_MANAGER))
-                && !super::workloads::deleting(s)
-        })
-        .collect();
+    let existing = managed_slices(srv, &ns, &name, SLICE_MANAGER);
     let owned = |s: &Value| {
         s.pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
@@ -766,27 +774,9 @@ fn sync_endpoints(
 fn mirror(srv: &Arc<ApiServer>, ns: &str, name: &str, selectorless: bool) {
     let ep = srv.storage.get(ENDPOINTS, ns, name).filter(|ep| {
         let labels = labels_of(ep);
-        selectorless
-            && labels.get(SKIP_MIRROR) != Some(&json!("true"))
-            && ep
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    LEADER.replace('/', "~1")
-                ))
-                .is_none()
+        selectorless && labels.get(SKIP_MIRROR) != Some(&json!("true")) && !leader_record(ep)
     });
-    let existing: Vec<Arc<Value>> = srv
-        .storage
-        .list(SLICES, Some(ns))
-        .0
-        .into_iter()
-        .filter(|s| {
-            let l = labels_of(s);
-            l.get(SERVICE_NAME) == Some(&json!(name))
-                && l.get(MANAGED_BY) == Some(&json!(MIRROR_MANAGER))
-                && !super::workloads::deleting(s)
-        })
-        .collect();
+    let existing = managed_slices(srv, ns, name, MIRROR_MANAGER);
     let Some(def) = srv.def("discovery.k8s.io", "v1", "endpointslices") else {
         return;
     };

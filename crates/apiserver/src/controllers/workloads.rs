@@ -424,6 +424,12 @@ impl Workloads {
 pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
     let timed: (BTreeSet<Key>, BTreeSet<Key>);
     let rcs: BTreeSet<Key>;
+    let endpoints_and_gc: (
+        BTreeSet<Key>,
+        super::endpoints::Triggers,
+        Vec<String>,
+        Vec<Key>,
+    );
     let (deployments, replicasets, jobs) = {
         let mut w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
         w.refresh(srv);
@@ -456,21 +462,10 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
         let daemons = with_pods(std::mem::take(&mut w.daemonsets), &w.daemon_pods);
         // CronJobs and Job expiries whose time came.
         let at = now();
-        let due = |wake: &mut HashMap<Key, jiff::Timestamp>| {
-            let keys: Vec<Key> = wake
-                .iter()
-                .filter(|(_, t)| **t <= at)
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in &keys {
-                wake.remove(k);
-            }
-            keys
-        };
         let mut crons = std::mem::take(&mut w.cronjobs);
-        crons.extend(due(&mut w.cron_wake));
+        crons.extend(take_due(&mut w.cron_wake, at));
         let mut expiring: BTreeSet<Key> = jobs.iter().map(|(k, _)| k.clone()).collect();
-        expiring.extend(due(&mut w.ttl_wake));
+        expiring.extend(take_due(&mut w.ttl_wake, at));
         timed = (crons, expiring);
         rcs = std::mem::take(&mut w.rcs);
         // Services: those written, those selecting a pod that changed, or all.
@@ -491,31 +486,28 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
                 }
             }
         }
-        let mut triggers = std::mem::take(&mut w.triggers);
-        for (ns, name) in &services {
-            super::endpoints::sync_service(srv, &mut triggers, ns, name);
-        }
-        w.triggers = triggers;
         // podgc: nodes whose quarantine ended, pods stranded on nodes out of service.
-        let gone: Vec<String> = w
-            .missing_nodes
-            .iter()
-            .filter(|(_, t)| **t <= at)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for n in &gone {
-            w.missing_nodes.remove(n);
-        }
+        let gone = take_due(&mut w.missing_nodes, at);
         let stranded: Vec<Key> = std::mem::take(&mut w.stranded).into_iter().collect();
-        if !gone.is_empty() || !stranded.is_empty() {
-            super::podgc::collect(srv, gone, stranded);
-        }
+        endpoints_and_gc = (services, std::mem::take(&mut w.triggers), gone, stranded);
         (
             std::mem::take(&mut w.deployments),
             std::mem::take(&mut w.replicasets),
             (jobs, sets, daemons),
         )
     };
+    // The writes happen outside the lock.
+    let (services, mut triggers, gone, stranded) = endpoints_and_gc;
+    for (ns, name) in &services {
+        super::endpoints::sync_service(srv, &mut triggers, ns, name);
+    }
+    srv.workloads
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .triggers = triggers;
+    if !gone.is_empty() || !stranded.is_empty() {
+        super::podgc::collect(srv, gone, stranded);
+    }
     let (jobs, sets, daemons) = jobs;
     let mut again_ds: Vec<Key> = Vec::new();
     for ((ns, name), pods) in daemons {
@@ -590,6 +582,22 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers
+
+/// Removes from `wake` the keys whose time is at or before `at`, and returns them.
+fn take_due<K: Clone + Eq + std::hash::Hash>(
+    wake: &mut HashMap<K, jiff::Timestamp>,
+    at: jiff::Timestamp,
+) -> Vec<K> {
+    let keys: Vec<K> = wake
+        .iter()
+        .filter(|(_, t)| **t <= at)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &keys {
+        wake.remove(k);
+    }
+    keys
+}
 
 pub(super) fn now() -> jiff::Timestamp {
     jiff::Timestamp::now()
