@@ -178,6 +178,25 @@ pub(crate) async fn create_pods(
         &serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
     )
     .await?;
+    // The pods' Nodes (an existing one is left as it is: several runs may share a server).
+    for i in 0..pods::NODES.min(n) {
+        let node = serde_json::to_vec(&pods::node(i))
+            .map_err(|e| BenchError::Setup(format!("encode a node: {e}")))?;
+        let (status, body) = http
+            .send(
+                http::Method::POST,
+                "/api/v1/nodes",
+                "application/json",
+                Bytes::from(node),
+            )
+            .await?;
+        if !status.is_success() && status != http::StatusCode::CONFLICT {
+            return Err(BenchError::Setup(format!(
+                "POST /api/v1/nodes: {status}: {}",
+                String::from_utf8_lossy(&body)
+            )));
+        }
+    }
     // The pods run as this service account, which the ServiceAccount admission plugin
     // checks.
     http.post_json(

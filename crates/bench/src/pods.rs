@@ -52,10 +52,26 @@ fn probe(path: &str, port: u16, delay: u32) -> Value {
     })
 }
 
+/// How many Nodes the pods are spread over.
+pub const NODES: usize = 200;
+
+/// The name of Node `i` (`0..NODES`).
+pub fn node_name(i: usize) -> String {
+    format!("worker-{:03}", i % NODES)
+}
+
+/// Node `i`: what the pods' `nodeName` refers to. A pod bound to a Node that does not
+/// exist is collected by the pod garbage collector after 40 s (on a real cluster and on
+/// the embedded server alike), so the Nodes exist before the pods.
+pub fn node(i: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(i),
+        "labels": {"kubernetes.io/hostname": node_name(i), "kubernetes.io/os": "linux"}}})
+}
+
 /// Pod `i` in `namespace`, owned by the [`owner`] with `owner_uid`.
 pub fn pod(namespace: &str, i: usize, owner_uid: &str) -> Value {
     let name = pod_name(i);
-    let node = format!("worker-{:03}", i % 200);
+    let node = node_name(i);
     let ip = format!("10.{}.{}.{}", 20 + i / 65536 % 200, i / 256 % 256, i % 256);
     json!({
         "apiVersion": "v1",
