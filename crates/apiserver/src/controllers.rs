@@ -13,6 +13,7 @@ pub(crate) mod disruption;
 pub(crate) mod endpoints;
 pub(crate) mod gc;
 pub(crate) mod jobs;
+pub(crate) mod nodes;
 pub(crate) mod podgc;
 pub(crate) mod resource_claims;
 pub(crate) mod statefulsets;
@@ -70,6 +71,7 @@ pub fn reconcile_all(srv: &Arc<ApiServer>) {
     service_cidrs(srv);
     storage_protection(srv);
     resource_claims::reconcile(srv);
+    nodes::reconcile(srv);
 }
 
 const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";

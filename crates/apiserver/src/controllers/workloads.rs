@@ -702,7 +702,7 @@ pub(super) fn update(
     let group = match plural {
         "pods" => "",
         "jobs" | "cronjobs" => "batch",
-        "endpoints" | "replicationcontrollers" => "",
+        "endpoints" | "replicationcontrollers" | "nodes" => "",
         "endpointslices" => "discovery.k8s.io",
         _ => "apps",
     };
@@ -735,6 +735,13 @@ pub(super) fn event(
         return;
     };
     let (ns, name) = key_of(obj);
+    // A cluster-scoped object's events go to namespace `default` (client-go's recorder).
+    let ev_ns = if ns.is_empty() {
+        "default"
+    } else {
+        ns.as_str()
+    }
+    .to_string();
     let kind = if warning { "Warning" } else { "Normal" };
     let uid = meta_str(obj, "uid").unwrap_or("");
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
@@ -775,9 +782,9 @@ pub(super) fn event(
         }
     }
     let ev_name = format!("{name}.{:x}", now().as_nanosecond());
-    let ev = json!({
+    let mut ev = json!({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": ev_name, "namespace": ns},
+        "metadata": {"name": ev_name, "namespace": ev_ns},
         "involvedObject": {"apiVersion": api_version, "kind": object_kind, "name": name,
             "namespace": ns, "uid": uid,
             "resourceVersion": meta_str(obj, "resourceVersion").unwrap_or("")},
@@ -786,12 +793,16 @@ pub(super) fn event(
         "reportingComponent": component, "reportingInstance": "",
         "firstTimestamp": t, "lastTimestamp": t, "count": 1, "eventTime": null,
     });
-    if srv.create_object(&def, &ns, ev, MANAGER, false).is_ok() {
+    // Empty fields of the reference are left out, as Go's `omitempty` leaves them.
+    if let Some(o) = ev["involvedObject"].as_object_mut() {
+        o.retain(|_, v| v.as_str() != Some(""));
+    }
+    if srv.create_object(&def, &ev_ns, ev, MANAGER, false).is_ok() {
         let mut recent = srv.recent_events.lock().unwrap_or_else(|e| e.into_inner());
         if recent.len() >= REMEMBERED {
             recent.clear();
         }
-        recent.insert(same, (ns, ev_name));
+        recent.insert(same, (ev_ns, ev_name));
     }
 }
 

@@ -92,6 +92,8 @@ pub struct ApiServer {
     pub(crate) claims_index: std::sync::Mutex<crate::controllers::resource_claims::PendingPods>,
     /// What the replicaset and deployment controllers must look at, kept between passes.
     pub(crate) workloads: std::sync::Mutex<crate::controllers::workloads::Workloads>,
+    /// The node lifecycle and taint-eviction controllers' memory.
+    pub(crate) node_lifecycle: std::sync::Mutex<crate::controllers::nodes::NodeLifecycle>,
     /// The controllers' recent events by what makes them the same (client-go's event
     /// cache): a repeat counts on the stored one.
     pub(crate) recent_events: std::sync::Mutex<std::collections::HashMap<String, (String, String)>>,
@@ -151,6 +153,7 @@ impl ApiServer {
             gc_index: Default::default(),
             claims_index: Default::default(),
             workloads: Default::default(),
+            node_lifecycle: Default::default(),
             recent_events: Default::default(),
             watch_epoch: tokio::sync::watch::Sender::new(0),
         });

@@ -62,6 +62,7 @@ fn fmt_time(t: jiff::Timestamp) -> String {
 /// One pass; returns how long until the next grace period ends, if any.
 fn reconcile(k: &Kubelet, srv: &Arc<ApiServer>) -> Option<Duration> {
     ensure_node(k, srv);
+    renew_lease(k, srv);
     let (pods, _) = srv.storage.list(PODS, None);
     let mut next: Option<Duration> = None;
     let mut live = std::collections::HashSet::new();
@@ -180,6 +181,60 @@ fn ensure_node(k: &Kubelet, srv: &Arc<ApiServer>) {
             });
             Ok(Mutation::Put(next))
         });
+}
+
+/// How often a kubelet renews its node's Lease, and the duration the Lease states.
+const LEASE_RENEW: jiff::SignedDuration = jiff::SignedDuration::from_secs(10);
+const LEASE_DURATION: i64 = 40;
+
+/// Keeps the node's Lease (`kube-node-lease/<node>`) renewed every 10 s, as a kubelet
+/// does: the node lifecycle controller counts a node as alive while its Lease is renewed.
+fn renew_lease(k: &Kubelet, srv: &Arc<ApiServer>) {
+    const LEASES: &str = "coordination.k8s.io/leases";
+    const NS: &str = "kube-node-lease";
+    let t = now();
+    let micro = t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    match srv.storage.get(LEASES, NS, &k.node) {
+        None => {
+            let Some(def) = srv.def("coordination.k8s.io", "v1", "leases") else {
+                return;
+            };
+            let owner = srv.storage.get(NODES, "", &k.node);
+            let mut lease = json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": k.node, "namespace": NS},
+                "spec": {"holderIdentity": k.node, "leaseDurationSeconds": LEASE_DURATION,
+                    "renewTime": micro},
+            });
+            if let Some(node) = owner {
+                lease["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1",
+                    "kind": "Node", "name": k.node,
+                    "uid": meta_str(&node, "uid").unwrap_or("")}]);
+            }
+            if let Err(e) = srv.create_object(&def, NS, lease, "kubelet", false) {
+                tracing::debug!("kubelet: creating the node's lease: {}", e.0.message);
+            }
+        }
+        Some(lease) => {
+            let renewed = lease
+                .pointer("/spec/renewTime")
+                .and_then(Value::as_str)
+                .and_then(parse_time);
+            if renewed.is_some_and(|r| t.duration_since(r) < LEASE_RENEW) {
+                return;
+            }
+            let _ = srv
+                .storage
+                .mutate::<crate::error::ApiError>(LEASES, NS, &k.node, |cur, _| {
+                    let Some(cur) = cur else {
+                        return Ok(Mutation::Keep);
+                    };
+                    let mut next = (**cur).clone();
+                    next["spec"]["renewTime"] = json!(micro);
+                    Ok(Mutation::Put(next))
+                });
+        }
+    }
 }
 
 /// Binds an unscheduled pod to the node (what a scheduler would do).
