@@ -338,6 +338,12 @@ fn quotas(srv: &ApiServer) {
                 let Some(cur) = cur else {
                     return Ok(Mutation::Keep);
                 };
+                // Written meanwhile (e.g. admission charged a create): the status was
+                // computed from an older quota. Upstream's update would conflict; the
+                // write's own pass computes it again.
+                if meta_str(cur, "resourceVersion") != meta_str(&q, "resourceVersion") {
+                    return Ok(Mutation::Keep);
+                }
                 let mut next = (**cur).clone();
                 next["status"] = status.clone();
                 if next == **cur {

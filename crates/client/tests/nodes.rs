@@ -4,7 +4,7 @@
 //! that stops reporting while another node of its zone is alive gets a NoExecute taint
 //! that evicts the pods not tolerating it for long. Runs against the embedded server, or
 //! a real cluster when KUBEWRIGHT_TEST_KUBECONFIG is set (whose Nodes have no kubelet,
-//! like these). Each test waits about a minute: the grace periods are upstream's.
+//! like these). The ttl controller's annotation is checked too. Each test waits about a minute: the grace periods are upstream's.
 
 #![allow(clippy::unwrap_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
@@ -202,14 +202,24 @@ async fn a_node_nothing_reports_for_is_marked_unknown_and_tainted() {
     settle(&env, &ns, Duration::from_secs(30), || async {
         let n = nodes.get(&name).await.unwrap();
         let labels = n.metadata.labels.clone().unwrap_or_default();
+        // The ttl controller's annotation: 0 s below 100 nodes.
+        let ttl = n
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .get("node.alpha.kubernetes.io/ttl")
+            .cloned();
         let got = (
             labels.get("beta.kubernetes.io/os").cloned(),
             labels.get("beta.kubernetes.io/arch").cloned(),
+            ttl,
             taints(&n),
         );
         let want = (
             Some("linux".to_string()),
             Some("amd64".to_string()),
+            Some("0".to_string()),
             vec![
                 taint("mine", "NoSchedule", false),
                 taint("node.kubernetes.io/unschedulable", "NoSchedule", true),

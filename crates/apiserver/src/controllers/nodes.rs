@@ -21,6 +21,11 @@
 //!   when this controller noticed): an event `TaintManagerEviction`, a `DisruptionTarget`
 //!   condition (`DeletionByTaintManager`), then the delete.
 //! * **Labels**: `beta.kubernetes.io/os` and `/arch` follow their stable labels.
+//! * **TTL** (the ttl controller): every Node is annotated `node.alpha.kubernetes.io/ttl`,
+//!   the seconds a kubelet may cache the secrets and config maps it mounts: 0 up to 100
+//!   nodes, then 15, 30, 60, 300 and 600 s as the cluster grows (each step left only when
+//!   the count goes below the next one's lower bound, so a cluster at a boundary does not
+//!   flap).
 //! * **Events**: `RegisteredNode` and `RemovingNode` (in namespace `default`); when a
 //!   ready node stops reporting, `NodeNotReady` on it and, on each of its pods that was
 //!   Ready, the Ready condition set to False and a Warning `NodeNotReady`.
@@ -71,9 +76,33 @@ const NO_SCHEDULE_KEYS: [&str; 7] = [
 /// The conditions a silent node's are set to Unknown, in upstream's order.
 const HEALTH_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
+const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
+/// The ttl controller's steps: (least nodes, most nodes, seconds).
+const TTL_STEPS: [(usize, usize, i64); 6] = [
+    (0, 100, 0),
+    (90, 500, 15),
+    (450, 1000, 30),
+    (900, 2000, 60),
+    (1800, 10000, 300),
+    (9000, usize::MAX, 600),
+];
+
+/// The ttl step for `count` nodes, moving from `step` (hysteresis as upstream's).
+fn ttl_step(mut step: usize, count: usize) -> usize {
+    while step + 1 < TTL_STEPS.len() && count > TTL_STEPS[step].1 {
+        step += 1;
+    }
+    while step > 0 && count < TTL_STEPS[step].0 {
+        step -= 1;
+    }
+    step
+}
+
 /// What the controllers remember between passes.
 #[derive(Default)]
 pub(crate) struct NodeLifecycle {
+    /// The ttl controller's step in [`TTL_STEPS`].
+    ttl_step: usize,
     health: HashMap<String, Health>,
     last_monitor: Option<Timestamp>,
     /// The NoExecute rate limiter of each zone: tokens and when they were counted.
@@ -222,6 +251,25 @@ pub(crate) fn reconcile(srv: &Arc<ApiServer>) {
         }
         if let Some(stored) = labels(srv, node) {
             *node = stored;
+        }
+    }
+    st.ttl_step = ttl_step(st.ttl_step, nodes.len());
+    let ttl = TTL_STEPS[st.ttl_step].2;
+    for node in &mut nodes {
+        let current = node
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(TTL_ANNOTATION))
+            .and_then(Value::as_str)
+            .and_then(|v| v.parse::<i64>().ok());
+        if current != Some(ttl) {
+            let mut next = node.clone();
+            if !next["metadata"]["annotations"].is_object() {
+                next["metadata"]["annotations"] = json!({});
+            }
+            next["metadata"]["annotations"][TTL_ANNOTATION] = json!(ttl.to_string());
+            if let Some(stored) = update(srv, "nodes", next, None) {
+                *node = stored;
+            }
         }
     }
     if st
@@ -748,6 +796,18 @@ mod tests {
         let equal = json!({"key": "k", "value": "v", "effect": "NoExecute"});
         assert!(tolerates(&json!({"key": "k", "value": "v"}), &equal));
         assert!(!tolerates(&json!({"key": "k", "value": "w"}), &equal));
+    }
+
+    #[test]
+    fn the_ttl_steps_up_and_down_with_hysteresis() {
+        assert_eq!(ttl_step(0, 3), 0);
+        assert_eq!(ttl_step(0, 100), 0);
+        assert_eq!(ttl_step(0, 101), 1);
+        assert_eq!(ttl_step(1, 95), 1);
+        assert_eq!(ttl_step(1, 89), 0);
+        assert_eq!(ttl_step(0, 20_000), 5);
+        assert_eq!(ttl_step(5, 0), 0);
+        assert_eq!(TTL_STEPS[ttl_step(0, 1000)].2, 30);
     }
 
     #[test]
