@@ -551,6 +551,8 @@ fn no_execute(srv: &ApiServer, st: &mut NodeLifecycle, nodes: &mut [Value], at: 
         };
         let want = match ready.as_deref() {
             _ if all_full => None,
+            // No Ready condition yet: upstream leaves its NoExecute taints alone.
+            None => continue,
             Some("Unknown") => Some(UNREACHABLE),
             Some("False") => Some(NOT_READY),
             _ => None,
