@@ -30,9 +30,8 @@
 //!   ready node stops reporting, `NodeNotReady` on it and, on each of its pods that was
 //!   Ready, the Ready condition set to False and a Warning `NodeNotReady`.
 //!
-//! Measured against v1.36's kube-controller-manager (see docs/api-server.md). Not done:
-//! the secondary eviction rate of large zones in partial disruption is applied as the
-//! single rate below; Leases are read, not garbage collected.
+//! Compared side by side with v1.36's kube-controller-manager. Not done: a zone's rate
+//! limiter is not reset when the zone changes state; Leases are read, never collected.
 
 use super::workloads::{event, key_of, now, update};
 use crate::http::api::ApiServer;
