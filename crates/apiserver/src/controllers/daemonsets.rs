@@ -44,21 +44,11 @@ fn default_tolerations() -> Vec<Value> {
     ]
 }
 
+/// Whether some of `tolerations` tolerates `taint`.
 fn tolerates(tolerations: &[Value], taint: &Value) -> bool {
-    let effect = taint.get("effect").and_then(Value::as_str).unwrap_or("");
-    let key = taint.get("key").and_then(Value::as_str).unwrap_or("");
-    let value = taint.get("value").and_then(Value::as_str).unwrap_or("");
-    tolerations.iter().any(|t| {
-        let t_effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
-        let t_key = t.get("key").and_then(Value::as_str).unwrap_or("");
-        let effect_ok = t_effect.is_empty() || t_effect == effect;
-        let key_ok = t_key.is_empty() || t_key == key;
-        let value_ok = match t.get("operator").and_then(Value::as_str) {
-            Some("Exists") => true,
-            _ => t.get("value").and_then(Value::as_str).unwrap_or("") == value,
-        };
-        effect_ok && key_ok && value_ok
-    })
+    tolerations
+        .iter()
+        .any(|t| super::nodes::tolerates(t, taint))
 }
 
 /// Whether the set's pods may run on `node`.

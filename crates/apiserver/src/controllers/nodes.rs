@@ -611,7 +611,7 @@ fn take_token(st: &mut NodeLifecycle, zone: &str, rate: f64, at: Timestamp) -> b
 }
 
 /// Whether `tol` tolerates `taint` (`Toleration.ToleratesTaint`).
-fn tolerates(tol: &Value, taint: &Value) -> bool {
+pub(super) fn tolerates(tol: &Value, taint: &Value) -> bool {
     let effect = tol["effect"].as_str().unwrap_or("");
     if !effect.is_empty() && tol["effect"] != taint["effect"] {
         return false;
