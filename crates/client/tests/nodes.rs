@@ -110,8 +110,12 @@ fn taint(key: &str, effect: &str, timed: bool) -> (String, String, bool) {
     (key.to_string(), effect.to_string(), timed)
 }
 
-/// The (reason, type, message) of the events about the object with `uid` in `ns`.
-async fn events_about(env: &TestEnv, ns: &str, uid: &str) -> Vec<(String, String, String)> {
+/// The (reason, type, message) of the events in `ns` whose reference passes `about`.
+async fn events_where(
+    env: &TestEnv,
+    ns: &str,
+    about: impl Fn(&k8s_openapi::api::core::v1::ObjectReference) -> bool,
+) -> Vec<(String, String, String)> {
     let events: Api<Event> = Api::namespaced(env.client(), ns);
     events
         .list(&ListParams::default())
@@ -119,7 +123,7 @@ async fn events_about(env: &TestEnv, ns: &str, uid: &str) -> Vec<(String, String
         .unwrap()
         .items
         .into_iter()
-        .filter(|e| e.involved_object.uid.as_deref() == Some(uid))
+        .filter(|e| about(&e.involved_object))
         .map(|e| {
             (
                 e.reason.unwrap_or_default(),
@@ -130,27 +134,32 @@ async fn events_about(env: &TestEnv, ns: &str, uid: &str) -> Vec<(String, String
         .collect()
 }
 
-/// The (reason, type, message) of the events about the pod `name` in `ns` that name no
-/// uid (the taint-eviction controller's).
+/// The events about the object with `uid` in `ns`.
+async fn events_about(env: &TestEnv, ns: &str, uid: &str) -> Vec<(String, String, String)> {
+    events_where(env, ns, |o| o.uid.as_deref() == Some(uid)).await
+}
+
+/// The events about the pod `name` in `ns` that name no uid (the taint-eviction
+/// controller's).
 async fn events_naming(env: &TestEnv, ns: &str, name: &str) -> Vec<(String, String, String)> {
-    let events: Api<Event> = Api::namespaced(env.client(), ns);
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some(name) && e.involved_object.uid.is_none()
-        })
-        .map(|e| {
-            (
-                e.reason.unwrap_or_default(),
-                e.type_.unwrap_or_default(),
-                e.message.unwrap_or_default(),
-            )
-        })
-        .collect()
+    events_where(env, ns, |o| {
+        o.name.as_deref() == Some(name) && o.uid.is_none()
+    })
+    .await
+}
+
+/// Waits until `default` holds a Normal event `reason` with `message` about the node
+/// with `uid`.
+async fn await_node_event(env: &TestEnv, ns: &str, uid: &str, reason: &str, message: &str) {
+    settle(env, ns, Duration::from_secs(30), || async {
+        let events = events_about(env, "default", uid).await;
+        if has(&events, reason, "Normal", message) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
 }
 
 fn has(events: &[(String, String, String)], reason: &str, ty: &str, message: &str) -> bool {
@@ -233,15 +242,7 @@ async fn a_node_nothing_reports_for_is_marked_unknown_and_tainted() {
     })
     .await;
     let registered = format!("Node {name} event: Registered Node {name} in Controller");
-    settle(&env, &ns, Duration::from_secs(30), || async {
-        let events = events_about(&env, "default", &uid).await;
-        if has(&events, "RegisteredNode", "Normal", &registered) {
-            Ok(())
-        } else {
-            Err(format!("{events:?}"))
-        }
-    })
-    .await;
+    await_node_event(&env, &ns, &uid, "RegisteredNode", &registered).await;
     // After the startup grace period (60 s from its creation): every health condition
     // Unknown, and the unreachable NoSchedule taint. (A NoExecute taint may come too
     // when another test keeps a node of another zone alive: not checked.)
@@ -294,15 +295,7 @@ async fn a_node_nothing_reports_for_is_marked_unknown_and_tainted() {
     );
     nodes.delete(&name, &Default::default()).await.unwrap();
     let removing = format!("Node {name} event: Removing Node {name} from Controller");
-    settle(&env, &ns, Duration::from_secs(30), || async {
-        let events = events_about(&env, "default", &uid).await;
-        if has(&events, "RemovingNode", "Normal", &removing) {
-            Ok(())
-        } else {
-            Err(format!("{events:?}"))
-        }
-    })
-    .await;
+    await_node_event(&env, &ns, &uid, "RemovingNode", &removing).await;
 }
 
 /// A Ready=True condition written now.
