@@ -364,6 +364,7 @@ async fn unreachable_services_and_bad_answers() {
             hook("wronguid", url("/wronguid")),
             hook("badpatch", url("/badpatch")),
             hook("status500", url("/status500")),
+            hook("copybomb", url("/copybomb")),
             hook("untrusted", json!({"url": format!("https://127.0.0.1:{}/x", bad.port)})),
         ],
     }))
@@ -379,11 +380,9 @@ async fn unreachable_services_and_bad_answers() {
         move |i: usize| {
             let cms = cms.clone();
             async move {
-                cms.create(
-                    &PostParams::default(),
-                    &labelled(&format!("{hook}-{i}"), &[("hook", hook)]),
-                )
-                .await
+                let mut cm = labelled(&format!("{hook}-{i}"), &[("hook", hook)]);
+                cm.data = Some(BTreeMap::from([("a".to_string(), "x".repeat(100))]));
+                cms.create(&PostParams::default(), &cm).await
             }
         }
     };
@@ -449,6 +448,27 @@ async fn unreachable_services_and_bad_answers() {
             "Internal error occurred: replace operation does not apply: doc is missing path: /no/such/field: missing value".to_string()
         )
     );
+
+    // A patch of 30 copies, each doubling the object, stops at kube-apiserver's copy
+    // limit (3 MiB, process-wide) instead of growing the object to gigabytes.
+    let before = support::rss();
+    let r = eventually(create("copybomb"), failing).await;
+    // The same count on both servers: the copied values' compact JSON, 100 bytes doubling.
+    assert_eq!(
+        status_of(&r).unwrap(),
+        (
+            500,
+            "Internal error occurred: Unable to complete the copy, the accumulated size increase of copy is 3735374, exceeding the limit 3145728".to_string()
+        )
+    );
+    if env.is_embedded()
+        && let (Some(before), Some(after)) = (before, support::rss())
+    {
+        assert!(
+            after.saturating_sub(before) < 256 * 1024 * 1024,
+            "resident memory grew from {before} to {after} bytes"
+        );
+    }
 
     drop(leftovers);
     bad.cancel.cancel();
@@ -521,6 +541,16 @@ async fn bad_webhook(dir: &Path) -> BadWebhook {
                             use base64::Engine;
                             let patch = base64::engine::general_purpose::STANDARD.encode(
                                 json!([{"op": "replace", "path": "/no/such/field", "value": 1}]).to_string());
+                            (200, "application/json", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                "response": {"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch}}).to_string())
+                        }
+                        "/copybomb" => {
+                            use base64::Engine;
+                            let ops: Vec<Value> = (0..30)
+                                .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/k{i}")}))
+                                .collect();
+                            let patch = base64::engine::general_purpose::STANDARD
+                                .encode(Value::Array(ops).to_string());
                             (200, "application/json", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                                 "response": {"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch}}).to_string())
                         }

@@ -447,38 +447,83 @@ pub(crate) fn json_patch_rejected() -> ApiError {
     e
 }
 
-/// Applies a JSON patch one operation at a time, refusing it, as kube-apiserver does, once
-/// its `copy` operations have added more than [`JSON_PATCH_MAX_COPY_BYTES`]: without that
-/// bound a patch of a few dozen copies doubles the object each time. `doc` is a scratch
-/// copy: on an error it is left half-patched.
-pub(crate) fn apply_json_patch(
+/// Why a JSON patch was not applied by [`apply_json_patch_bounded`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JsonPatchFailure {
+    /// The `copy` operations would have added more than [`JSON_PATCH_MAX_COPY_BYTES`]:
+    /// `accumulated` bytes, counting the copy that went over.
+    CopyLimit { accumulated: usize },
+    /// Operation `index` would nest the document deeper than [`MAX_JSON_DEPTH`].
+    TooDeep { index: usize },
+    /// Operation `index` does not apply (a missing path, a failed `test`).
+    Op { index: usize },
+}
+
+impl JsonPatchFailure {
+    /// The JSON patch library's (evanphx/json-patch v4) text for this failure, as
+    /// kube-apiserver passes it on for a webhook's or a policy's patch.
+    pub(crate) fn message(&self, ops: &[json_patch::PatchOperation]) -> String {
+        match self {
+            Self::CopyLimit { accumulated } => format!(
+                "Unable to complete the copy, the accumulated size increase of copy is {accumulated}, exceeding the limit {JSON_PATCH_MAX_COPY_BYTES}"
+            ),
+            Self::TooDeep { .. } => {
+                format!("the patched object would nest deeper than {MAX_JSON_DEPTH} levels")
+            }
+            Self::Op { index } => ops
+                .get(*index)
+                .map(crate::http::admission::webhook::patch_error)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Applies a JSON patch one operation at a time, stopping, as kube-apiserver does, once
+/// its `copy` operations have added more than [`JSON_PATCH_MAX_COPY_BYTES`] (without that
+/// bound a patch of a few dozen copies doubles the object each time), or once the document
+/// would nest deeper than [`MAX_JSON_DEPTH`]. kube-apiserver sets the copy limit for the
+/// whole process, so it bounds every patch it applies: a user's, a mutating webhook's and
+/// a MutatingAdmissionPolicy's alike. `doc` is a scratch copy: on an error it is left
+/// half-patched.
+pub(crate) fn apply_json_patch_bounded(
     doc: &mut Value,
     ops: &[json_patch::PatchOperation],
-) -> Result<(), ApiError> {
-    let rejected = json_patch_rejected;
+) -> Result<(), JsonPatchFailure> {
     let mut copied = 0usize;
     // The document may nest no deeper than a JSON body (kube-apiserver: its decoder's limit,
     // on the patched object): an `add` at a deep path, or a `copy` below its own source,
     // doubling the depth each time, would grow it without bound, past what walking, cloning
     // and dropping an object recursively can take.
     let mut depth = nesting_depth(doc);
-    for op in ops {
+    for (index, op) in ops.iter().enumerate() {
         if let json_patch::PatchOperation::Copy(c) = op {
             let size = doc.pointer(c.from.as_str()).map_or(0, json_len);
             copied = copied.saturating_add(size);
             if copied > JSON_PATCH_MAX_COPY_BYTES {
-                return Err(rejected());
+                return Err(JsonPatchFailure::CopyLimit {
+                    accumulated: copied,
+                });
             }
         }
         if let Some(placed) = placed_depth(doc, op, depth) {
             if placed > MAX_JSON_DEPTH {
-                return Err(rejected());
+                return Err(JsonPatchFailure::TooDeep { index });
             }
             depth = depth.max(placed);
         }
-        json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|_| rejected())?;
+        json_patch::patch_unsafe(doc, std::slice::from_ref(op))
+            .map_err(|_| JsonPatchFailure::Op { index })?;
     }
     Ok(())
+}
+
+/// A user's JSON patch, applied under [`apply_json_patch_bounded`]'s limits; every failure
+/// is kube-apiserver's generic 422 ([`json_patch_rejected`]).
+pub(crate) fn apply_json_patch(
+    doc: &mut Value,
+    ops: &[json_patch::PatchOperation],
+) -> Result<(), ApiError> {
+    apply_json_patch_bounded(doc, ops).map_err(|_| json_patch_rejected())
 }
 
 /// How deeply a JSON patch operation nests what it puts in `doc`, whose nesting `depth`

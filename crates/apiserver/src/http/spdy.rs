@@ -28,11 +28,21 @@ const FLAG_FIN: u8 = 0x01;
 
 /// RST_STREAM status: the stream is refused (a repeated or even stream id).
 const PROTOCOL_ERROR: u32 = 1;
+/// RST_STREAM status: the stream was not opened (too many streams are open).
+const REFUSED_STREAM: u32 = 3;
 
 /// The largest frame accepted (the 24-bit length allows 16 MiB).
 const MAX_FRAME: usize = 1 << 20;
 /// The largest decompressed header block accepted.
 const MAX_HEADER_BLOCK: usize = 64 * 1024;
+/// Header values one block may unpack to (each NUL in a value starts another).
+const MAX_HEADER_VALUES: usize = 1024;
+/// Streams one session may have open at once; more are refused with RST_STREAM
+/// `REFUSED_STREAM`. Each forwarded connection takes two.
+const MAX_OPEN_STREAMS: usize = 1024;
+/// How long the first stream of a port-forward pair waits for the second (the kubelet's
+/// `streamCreationTimeout`, 30 s): then it gets an error and both are dropped.
+const STREAM_PAIR_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Data frames sent are at most this long.
 const DATA_CHUNK: usize = 32 * 1024;
 /// Buffer between a stream's handler and the connection.
@@ -113,6 +123,8 @@ struct StreamState {
     to_handler: tokio::io::WriteHalf<DuplexStream>,
     /// Sends the handler's writes as DATA frames.
     pump: tokio::task::JoinHandle<()>,
+    /// The client has sent FIN.
+    remote_closed: bool,
 }
 
 struct Session {
@@ -202,12 +214,19 @@ impl Session {
         // continues across frames.
         let headers = self.header_block(&body[10..])?;
         if id == 0 || id % 2 == 0 || id <= self.last_id {
-            let mut rst = id.to_be_bytes().to_vec();
-            rst.extend_from_slice(&PROTOCOL_ERROR.to_be_bytes());
-            let _ = self.out.send(control(RST_STREAM, 0, &rst)).await;
+            self.reset(id, PROTOCOL_ERROR).await;
             return Ok(());
         }
         self.last_id = id;
+        if self.streams.len() >= MAX_OPEN_STREAMS {
+            // Streams closed both ways are only forgotten here, when the table is full.
+            self.streams
+                .retain(|_, s| !(s.remote_closed && s.pump.is_finished()));
+            if self.streams.len() >= MAX_OPEN_STREAMS {
+                self.reset(id, REFUSED_STREAM).await;
+                return Ok(());
+            }
+        }
         let reply = self.reply_block();
         let mut payload = id.to_be_bytes().to_vec();
         payload.extend_from_slice(&reply);
@@ -235,7 +254,14 @@ impl Session {
                 }
             }
         });
-        self.streams.insert(id, StreamState { to_handler, pump });
+        self.streams.insert(
+            id,
+            StreamState {
+                to_handler,
+                pump,
+                remote_closed: flags & FLAG_FIN != 0,
+            },
+        );
         if handlers
             .send(SpdyStream {
                 headers,
@@ -261,8 +287,16 @@ impl Session {
             // The handler stopped reading: what the client sends is discarded.
         }
         if flags & FLAG_FIN != 0 {
+            s.remote_closed = true;
             let _ = s.to_handler.shutdown().await;
         }
+    }
+
+    /// Ends stream `id` with RST_STREAM and `status`.
+    async fn reset(&mut self, id: u32, status: u32) {
+        let mut rst = id.to_be_bytes().to_vec();
+        rst.extend_from_slice(&status.to_be_bytes());
+        let _ = self.out.send(control(RST_STREAM, 0, &rst)).await;
     }
 
     /// Decompresses and parses one header block.
@@ -366,16 +400,26 @@ fn parse_header_block(mut b: &[u8]) -> Result<Vec<(String, String)>, SpdyError> 
         Ok(u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize)
     }
     let count = len(&mut b)?;
-    if count > 1024 {
+    if count > MAX_HEADER_VALUES {
         return Err(SpdyError::Protocol(format!("{count} headers in one block")));
     }
     let mut out = Vec::with_capacity(count);
+    // What the parsed headers hold: a name is repeated for each of its values, so a block
+    // of one long name and a value of NULs would otherwise unpack to the name's length
+    // times the number of NULs (32 KiB x 32 Ki from a 64 KiB block).
+    let mut unpacked = 0usize;
     for _ in 0..count {
         let n = len(&mut b)?;
         let name = String::from_utf8_lossy(take(&mut b, n)?).to_ascii_lowercase();
         let n = len(&mut b)?;
         let value = take(&mut b, n)?;
         for v in value.split(|&c| c == 0) {
+            unpacked = unpacked.saturating_add(name.len() + v.len());
+            if out.len() >= MAX_HEADER_VALUES || unpacked > MAX_HEADER_BLOCK {
+                return Err(SpdyError::Protocol(format!(
+                    "a header block unpacking to over {MAX_HEADER_VALUES} values or {MAX_HEADER_BLOCK} bytes"
+                )));
+            }
             out.push((name.clone(), String::from_utf8_lossy(v).into_owned()));
         }
     }
@@ -416,19 +460,71 @@ where
     let (tx, mut rx) = mpsc::channel::<SpdyStream>(16);
     let session = tokio::spawn(serve(io, tx));
     let dial = std::sync::Arc::new(dial);
-    let mut pending: HashMap<String, (Option<SpdyStream>, Option<SpdyStream>)> = HashMap::new();
-    while let Some(stream) = rx.recv().await {
+    // Half-made pairs by request id, each with the time its first stream came; they are
+    // bounded by the session's open streams and dropped after STREAM_PAIR_TIMEOUT.
+    let mut pending: HashMap<String, PendingPair> = HashMap::new();
+    loop {
+        let first_deadline = pending.values().map(|p| p.deadline).min();
+        let stream = tokio::select! {
+            s = rx.recv() => match s {
+                Some(s) => s,
+                None => break,
+            },
+            _ = async {
+                match first_deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let now = tokio::time::Instant::now();
+                let expired: Vec<String> = pending
+                    .iter()
+                    .filter(|(_, p)| p.deadline <= now)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for request in expired {
+                    if let Some(PendingPair { error: Some(mut err), .. }) = pending.remove(&request) {
+                        // As the kubelet reports it on the error stream.
+                        let text = format!("(request={request}) timed out waiting for streams");
+                        tokio::spawn(async move {
+                            let _ = err.io.write_all(text.as_bytes()).await;
+                            let _ = err.io.shutdown().await;
+                        });
+                    }
+                }
+                continue;
+            }
+        };
         let request = stream.header("requestid").unwrap_or("").to_string();
         let kind = stream.header("streamtype").unwrap_or("").to_string();
-        let entry = pending.entry(request.clone()).or_default();
+        let entry = pending
+            .entry(request.clone())
+            .or_insert_with(|| PendingPair {
+                error: None,
+                data: None,
+                deadline: tokio::time::Instant::now() + STREAM_PAIR_TIMEOUT,
+            });
         match kind.as_str() {
-            "error" => entry.0 = Some(stream),
-            "data" => entry.1 = Some(stream),
+            "error" => entry.error = Some(stream),
+            "data" => entry.data = Some(stream),
             // An unknown stream type: dropping it ends it with FIN.
-            _ => continue,
+            _ => {
+                if entry.error.is_none() && entry.data.is_none() {
+                    pending.remove(&request);
+                }
+                continue;
+            }
         }
-        if matches!(pending.get(&request), Some((Some(_), Some(_))))
-            && let Some((Some(err), Some(data))) = pending.remove(&request)
+        if let Some(PendingPair {
+            error: Some(_),
+            data: Some(_),
+            ..
+        }) = pending.get(&request)
+            && let Some(PendingPair {
+                error: Some(err),
+                data: Some(data),
+                ..
+            }) = pending.remove(&request)
         {
             let dial = dial.clone();
             tokio::spawn(async move { forward(err, data, &*dial).await });
@@ -437,6 +533,14 @@ where
     session
         .await
         .map_err(|e| SpdyError::Protocol(format!("session task: {e}")))?
+}
+
+/// The streams of one port-forward request seen so far.
+struct PendingPair {
+    error: Option<SpdyStream>,
+    data: Option<SpdyStream>,
+    /// When the pair is given up if it is still not whole.
+    deadline: tokio::time::Instant,
 }
 
 async fn forward<D, Fut, S>(mut err: SpdyStream, mut data: SpdyStream, dial: &D)
@@ -717,6 +821,152 @@ mod tests {
         client.write_all(&frame).await.unwrap();
         let err = session.await.unwrap().unwrap_err();
         assert!(err.to_string().contains("version 2"), "{err}");
+    }
+
+    /// A header block of one 32 KiB name whose value is 32 Ki NULs: 64 KiB that would
+    /// unpack to 32 Ki copies of the name (1 GiB).
+    fn amplifying_block() -> Vec<u8> {
+        let name = "n".repeat(32 * 1024);
+        let value = "\0".repeat(32 * 1024 - 16);
+        let mut plain = 1u32.to_be_bytes().to_vec();
+        plain.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        plain.extend_from_slice(name.as_bytes());
+        plain.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        plain.extend_from_slice(value.as_bytes());
+        plain
+    }
+
+    #[test]
+    fn header_values_cannot_amplify_a_block() {
+        let plain = amplifying_block();
+        assert!(plain.len() <= MAX_HEADER_BLOCK);
+        let err = parse_header_block(&plain).unwrap_err();
+        assert!(err.to_string().contains("unpacking to over"), "{err}");
+        // Many values of a short name are fine up to the count limit.
+        let value = vec![b'v'; MAX_HEADER_VALUES * 2 - 1]
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| if i % 2 == 1 { 0 } else { c })
+            .collect::<Vec<u8>>();
+        let mut b = 1u32.to_be_bytes().to_vec();
+        b.extend_from_slice(&1u32.to_be_bytes());
+        b.extend_from_slice(b"a");
+        b.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        b.extend_from_slice(&value);
+        assert_eq!(parse_header_block(&b).unwrap().len(), MAX_HEADER_VALUES);
+        let mut more = value.clone();
+        more.extend_from_slice(b"\0v");
+        let mut b = 1u32.to_be_bytes().to_vec();
+        b.extend_from_slice(&1u32.to_be_bytes());
+        b.extend_from_slice(b"a");
+        b.extend_from_slice(&(more.len() as u32).to_be_bytes());
+        b.extend_from_slice(&more);
+        assert!(parse_header_block(&b).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_amplifying_syn_stream_ends_the_session() {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let session = tokio::spawn(portforward(server, echo_or_refuse));
+        let (_rd, mut wr) = tokio::io::split(client);
+        let mut c = Client::new();
+        let mut compressed = Vec::with_capacity(1 << 16);
+        c.deflate
+            .compress_vec(&amplifying_block(), &mut compressed, FlushCompress::Sync)
+            .unwrap();
+        let mut body = 1u32.to_be_bytes().to_vec();
+        body.extend_from_slice(&[0; 6]);
+        body.extend(compressed);
+        assert!(body.len() < 1024, "{} bytes on the wire", body.len());
+        wr.write_all(&control(SYN_STREAM, 0, &body)).await.unwrap();
+        let err = session.await.unwrap().unwrap_err();
+        assert!(err.to_string().contains("unpacking to over"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_half_made_pair_is_given_up_after_the_kubelets_timeout() {
+        let (client_io, server_io) = tokio::io::duplex(1 << 16);
+        let server = tokio::spawn(portforward(server_io, echo_or_refuse));
+        let (mut rd, mut wr) = tokio::io::split(client_io);
+        let mut c = Client::new();
+        let start = tokio::time::Instant::now();
+        wr.write_all(&c.syn_stream(
+            1,
+            &[("streamtype", "error"), ("port", "80"), ("requestid", "7")],
+        ))
+        .await
+        .unwrap();
+        assert_eq!(c.frame(&mut rd).await.0, Some(SYN_REPLY));
+        // No data stream follows: after 30 s the error stream says so and ends.
+        let mut text = Vec::new();
+        loop {
+            let (kind, id, flags, body) = c.frame(&mut rd).await;
+            assert_eq!((kind, id), (None, 1));
+            text.extend(body);
+            if flags & FLAG_FIN != 0 {
+                break;
+            }
+        }
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            "(request=7) timed out waiting for streams"
+        );
+        assert!(start.elapsed() >= STREAM_PAIR_TIMEOUT);
+        drop(wr);
+        drop(rd);
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn open_streams_are_bounded_per_session() {
+        let (client_io, server_io) = tokio::io::duplex(1 << 20);
+        let server = tokio::spawn(portforward(server_io, echo_or_refuse));
+        let (mut rd, mut wr) = tokio::io::split(client_io);
+        let mut c = Client::new();
+        let unknown = [("streamtype", "other"), ("requestid", "1")];
+        // The handler drops streams of an unknown type (FIN from us); the client never
+        // closes its side, so each stays open.
+        let mut fins = 0;
+        for i in 0..MAX_OPEN_STREAMS as u32 {
+            wr.write_all(&c.syn_stream(2 * i + 1, &unknown))
+                .await
+                .unwrap();
+            loop {
+                match c.frame(&mut rd).await {
+                    (None, ..) => fins += 1,
+                    (kind, id, ..) => {
+                        assert_eq!((kind, id), (Some(SYN_REPLY), 2 * i + 1));
+                        break;
+                    }
+                }
+            }
+        }
+        let refused = 2 * MAX_OPEN_STREAMS as u32 + 1;
+        wr.write_all(&c.syn_stream(refused, &unknown))
+            .await
+            .unwrap();
+        let (kind, id, _, body) = loop {
+            let f = c.frame(&mut rd).await;
+            if f.0.is_some() {
+                break f;
+            }
+            fins += 1;
+        };
+        assert_eq!((kind, id), (Some(RST_STREAM), refused));
+        assert_eq!(body[4..], REFUSED_STREAM.to_be_bytes());
+        // Once the client closes one, a new stream is taken again.
+        wr.write_all(&data_frame(1, FLAG_FIN, &[])).await.unwrap();
+        while fins < MAX_OPEN_STREAMS {
+            assert_eq!(c.frame(&mut rd).await.0, None);
+            fins += 1;
+        }
+        let next = refused + 2;
+        wr.write_all(&c.syn_stream(next, &unknown)).await.unwrap();
+        let (kind, id, ..) = c.frame(&mut rd).await;
+        assert_eq!((kind, id), (Some(SYN_REPLY), next));
+        drop(wr);
+        drop(rd);
+        server.await.unwrap().unwrap();
     }
 
     #[test]

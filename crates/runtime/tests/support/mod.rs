@@ -109,3 +109,12 @@ impl Drop for Leftovers {
         let _ = cleanup.join();
     }
 }
+
+/// This process's resident memory in bytes (Linux), for the embedded server's footprint.
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn rss() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

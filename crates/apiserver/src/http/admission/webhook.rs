@@ -656,15 +656,16 @@ async fn apply_patch(
         )));
     };
     let before = obj.clone();
-    for op in &ops.0 {
-        json_patch::patch(&mut obj, std::slice::from_ref(op))
-            .map_err(|_| ApiError::internal(patch_error(op)))?;
-    }
-    if crate::error::nesting_depth(&obj) > crate::error::MAX_JSON_DEPTH {
-        return Err(ApiError::internal(format!(
-            "admission webhook \"{}\" returned a patch nesting the object too deeply",
-            hook.name
-        )));
+    // Bounded as a user's patch is (kube-apiserver's copy limit is process-wide): a patch
+    // of a few dozen `copy` operations would otherwise double the object each time.
+    if let Err(failure) = crate::http::limits::apply_json_patch_bounded(&mut obj, &ops.0) {
+        return Err(match failure {
+            crate::http::limits::JsonPatchFailure::TooDeep { .. } => ApiError::internal(format!(
+                "admission webhook \"{}\" returned a patch nesting the object too deeply",
+                hook.name
+            )),
+            other => ApiError::internal(other.message(&ops.0)),
+        });
     }
     if obj == before {
         return Ok(false);

@@ -333,16 +333,15 @@ fn apply(
             patch.push(op);
         }
         let mut doc = object.clone();
-        for op in &patch {
-            json_patch::patch(&mut doc, std::slice::from_ref(op)).map_err(|_| {
-                format!(
-                    "JSON Patch: {}",
-                    crate::http::admission::webhook::patch_error(op)
-                )
-            })?;
-        }
-        if crate::error::nesting_depth(&doc) > crate::error::MAX_JSON_DEPTH {
-            return Err("JSON Patch: the patched object nests too deeply".into());
+        // Bounded as every JSON patch kube-apiserver applies (its copy limit is
+        // process-wide), and no deeper than a JSON body.
+        if let Err(failure) = crate::http::limits::apply_json_patch_bounded(&mut doc, &patch) {
+            return Err(match failure {
+                crate::http::limits::JsonPatchFailure::TooDeep { .. } => {
+                    "JSON Patch: the patched object nests too deeply".to_string()
+                }
+                other => format!("JSON Patch: {}", other.message(&patch)),
+            });
         }
         *object = doc;
         return Ok(());
@@ -523,6 +522,32 @@ mod tests {
         };
         let v = vars.run_mutation(&e, &input).unwrap();
         assert_eq!(v[0]["path"], json!("/metadata/labels/example.com~1a~0b"));
+    }
+
+    #[test]
+    fn json_patch_copies_are_bounded_like_every_patch() {
+        // 30 copies of /data into itself double it each time: 100 bytes * 2^30 unbounded.
+        let mut obj = json!({"data": {"a": "x".repeat(100)}});
+        let ops: Vec<Value> = (0..30)
+            .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/k{i}")}))
+            .collect();
+        let err = apply(&mut obj, Value::Array(ops), true, None).unwrap_err();
+        assert!(
+            err.starts_with(
+                "JSON Patch: Unable to complete the copy, the accumulated size increase of copy is "
+            ) && err.ends_with(", exceeding the limit 3145728"),
+            "{err}"
+        );
+        // The object is left as it was.
+        assert_eq!(obj, json!({"data": {"a": "x".repeat(100)}}));
+        // A copy below its own source nests one level deeper each time: refused before the
+        // object nests deeper than a JSON body may.
+        let mut obj = json!({"a": {"b": 1}});
+        let ops: Vec<Value> = (0..200)
+            .map(|_| json!({"op": "copy", "from": "/a", "path": "/a/b"}))
+            .collect();
+        let err = apply(&mut obj, Value::Array(ops), true, None).unwrap_err();
+        assert_eq!(err, "JSON Patch: the patched object nests too deeply");
     }
 
     #[test]
