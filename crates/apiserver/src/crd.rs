@@ -108,6 +108,27 @@ impl CrdSchema {
 
     /// Validates an object against the version's schema (422 with causes).
     pub fn validate(&self, def: &ResourceDef, obj: &Value, version: &str) -> Result<(), ApiError> {
+        self.check(def, obj, version, true)
+    }
+
+    /// Validates the types and formats of a server-side apply configuration, which holds
+    /// only the fields its manager owns: required fields are checked on the merged object.
+    pub fn validate_partial(
+        &self,
+        def: &ResourceDef,
+        obj: &Value,
+        version: &str,
+    ) -> Result<(), ApiError> {
+        self.check(def, obj, version, false)
+    }
+
+    fn check(
+        &self,
+        def: &ResourceDef,
+        obj: &Value,
+        version: &str,
+        required: bool,
+    ) -> Result<(), ApiError> {
         let Some(schema) = self.schema(version) else {
             return Ok(());
         };
@@ -118,7 +139,7 @@ impl CrdSchema {
                     continue;
                 }
                 if let Some(sub) = schema.pointer(&format!("/properties/{k}")) {
-                    validate_node(v, sub, k, &mut causes);
+                    validate_node(v, sub, k, required, &mut causes);
                 }
             }
             for req in schema
@@ -126,6 +147,7 @@ impl CrdSchema {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
+                .filter(|_| required)
             {
                 if let Some(r) = req.as_str()
                     && !root.contains_key(r)
@@ -282,7 +304,14 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn validate_node(v: &Value, schema: &Value, path: &str, causes: &mut Vec<StatusCause>) {
+/// Checks `v` against `schema`; `required` says whether absent required fields count.
+fn validate_node(
+    v: &Value,
+    schema: &Value,
+    path: &str,
+    required: bool,
+    causes: &mut Vec<StatusCause>,
+) {
     if v.is_null() {
         if schema.get("nullable") != Some(&json!(true)) {
             causes.push(cause(
@@ -405,7 +434,7 @@ fn validate_node(v: &Value, schema: &Value, path: &str, causes: &mut Vec<StatusC
             }
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    validate_node(item, item_schema, &format!("{path}[{i}]"), causes);
+                    validate_node(item, item_schema, &format!("{path}[{i}]"), required, causes);
                 }
             }
         }
@@ -413,12 +442,12 @@ fn validate_node(v: &Value, schema: &Value, path: &str, causes: &mut Vec<StatusC
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (k, child) in m {
                     if let Some(sub) = props.get(k) {
-                        validate_node(child, sub, &format!("{path}.{k}"), causes);
+                        validate_node(child, sub, &format!("{path}.{k}"), required, causes);
                     }
                 }
             } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
                 for (k, child) in m {
-                    validate_node(child, ap, &format!("{path}.{k}"), causes);
+                    validate_node(child, ap, &format!("{path}.{k}"), required, causes);
                 }
             }
             for req in schema
@@ -426,6 +455,7 @@ fn validate_node(v: &Value, schema: &Value, path: &str, causes: &mut Vec<StatusC
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
+                .filter(|_| required)
             {
                 if let Some(r) = req.as_str()
                     && !m.contains_key(r)

@@ -41,6 +41,7 @@ scenarios!(
     write_errors,
     list_errors,
     apply_errors,
+    status_apply,
     namespace,
     serviceaccount_secret,
     deployment,

@@ -12,7 +12,8 @@ mod types;
 
 use futures::StreamExt;
 use kubewright::core::{
-    ApiResource, DeleteParams, DynamicObject, PostParams, Scope, WatchEvent, WatchParams,
+    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Resource, Scope,
+    WatchEvent, WatchParams,
 };
 use kubewright::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kubewright::{Api, Client};
@@ -489,6 +490,13 @@ async fn typed_api_with_status_and_scale() {
         Err(e) => panic!("create CRD: {e}"),
     }
     wait_established(&crds, Monitor::crd_name()).await;
+    // Removed at the end, on a real cluster too: its short name would shadow others'.
+    let _installed = Installed {
+        client: client.clone(),
+        group: crd.spec.group.clone(),
+        crd: crd.clone(),
+        config: (!env.is_embedded()).then(|| env.config().clone()),
+    };
 
     let api: Api<Monitor> = Api::namespaced(client, &ns);
     let spec = MonitorSpec {
@@ -531,6 +539,40 @@ async fn typed_api_with_status_and_scale() {
     let got = api.get_status("web").await.unwrap();
     assert_eq!(got.status, with_status.status);
     assert_eq!(got.spec, spec);
+
+    // A status-only server-side apply (apiVersion, kind, status), as controllers write
+    // status: the applied configuration is not validated alone (it has no spec); the
+    // merged object is.
+    let applied = api
+        .patch_status(
+            "web",
+            &PatchParams::apply("status-writer").force(),
+            &Patch::Apply(json!({
+                "apiVersion": Monitor::api_version(&()),
+                "kind": "Monitor",
+                "status": {"replicas": 2, "selector": "app=web", "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "Probing", "message": "",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                ]},
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.spec, spec);
+    let status = applied.status.unwrap();
+    assert_eq!(status.conditions.len(), 1);
+    assert_eq!(status.conditions[0].type_, "Ready");
+    let managers: Vec<(String, Option<String>)> = applied
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| (m.manager.unwrap_or_default(), m.subresource))
+        .collect();
+    assert!(
+        managers.contains(&("status-writer".to_string(), Some("status".to_string()))),
+        "{managers:?}"
+    );
 
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.as_ref().and_then(|s| s.replicas), Some(2));

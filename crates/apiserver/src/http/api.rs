@@ -796,8 +796,29 @@ impl ApiServer {
     pub(crate) fn normalize(
         &self,
         def: &ResourceDef,
+        obj: Value,
+        wo: &mut WriteOptions,
+    ) -> Result<Value, ApiError> {
+        self.normalize_checked(def, obj, wo, true)
+    }
+
+    /// [`Self::normalize`] for a server-side apply configuration: a custom resource's
+    /// required fields are left to the merged object (a status-only apply has no spec).
+    pub(crate) fn normalize_applied(
+        &self,
+        def: &ResourceDef,
+        obj: Value,
+        wo: &mut WriteOptions,
+    ) -> Result<Value, ApiError> {
+        self.normalize_checked(def, obj, wo, false)
+    }
+
+    fn normalize_checked(
+        &self,
+        def: &ResourceDef,
         mut obj: Value,
         wo: &mut WriteOptions,
+        whole: bool,
     ) -> Result<Value, ApiError> {
         let unknown = if let Some(n) = def.normalizer {
             let cannot_handle = |e: String| {
@@ -827,7 +848,11 @@ impl ApiServer {
             unknown
         } else if let Some(crd) = &def.crd {
             let (pruned, unknown) = crd.prune(&obj, &def.version);
-            crd.validate(def, &pruned, &def.version)?;
+            if whole {
+                crd.validate(def, &pruned, &def.version)?;
+            } else {
+                crd.validate_partial(def, &pruned, &def.version)?;
+            }
             obj = pruned;
             unknown
         } else {
@@ -1093,11 +1118,14 @@ impl ApiServer {
                 decode(&mut b);
                 b
             });
-            let mut c = fields::compare(
-                &crate::registry::schema::zero_object(ty),
-                decoded_basis.as_ref().unwrap_or(&obj),
-                ty,
-            );
+            // Go's zero value of the kind's struct; a custom resource is unstructured, and
+            // its zero value is empty, whatever its schema requires.
+            let zero = if def.crd.is_some() {
+                json!({})
+            } else {
+                crate::registry::schema::zero_object(ty)
+            };
+            let mut c = fields::compare(&zero, decoded_basis.as_ref().unwrap_or(&obj), ty);
             if def.has_status {
                 c.retain_root("status", false);
             }

@@ -843,8 +843,9 @@ async fn apply(
     let force = req.q_bool("force");
     let manager = wo.field_manager.clone();
     let ns = t.namespace.as_deref().unwrap_or("").to_string();
+    let named = meta_str(&applied, "name").is_some_and(|n| !n.is_empty());
     let applied = check_body(&t.def, applied, t.namespace.as_deref(), Some(name))?;
-    let normalized = srv.normalize(&t.def, applied.clone(), &mut wo)?;
+    let normalized = srv.normalize_applied(&t.def, applied.clone(), &mut wo)?;
     // The typed round trip fills required fields (an empty `selector`, say): the applier
     // owns only what it sent.
     let applied = only_sent(normalized, &applied);
@@ -867,10 +868,21 @@ async fn apply(
         if sub.is_some() {
             return Err(ApiError::not_found(&t.def, name));
         }
+        // kube-apiserver's checkName on the patched object: an existing object lends its
+        // name, a new one has only the configuration's.
+        if !named {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({name} based on URL) was undeterminable: name must be provided"
+            )));
+        }
         srv.check_namespace(&t.def, &ns, name)?;
         let mut obj = applied.clone();
         if t.def.namespaced {
             meta_mut(&mut obj).insert("namespace".into(), json!(ns));
+        }
+        // The configuration is the whole object: its required fields must be there.
+        if let Some(crd) = &t.def.crd {
+            crd.validate(&t.def, &obj, &t.def.version)?;
         }
         adm.attrs.operation = Operation::Create;
         if let Some(o) = adm.attrs.options.as_mut() {
@@ -981,6 +993,10 @@ async fn apply(
         m.remove("managedFields");
     }
     apply_merge(&mut next, &applied_body, ty, false);
+    // The configuration was checked for types only: the merged object must be whole.
+    if let Some(crd) = &t.def.crd {
+        crd.validate(&t.def, &next, &t.def.version)?;
+    }
     wo.apply = Some((applied_paths, force));
     let next = srv
         .admit_mutation(

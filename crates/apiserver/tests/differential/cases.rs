@@ -655,6 +655,63 @@ pub fn custom_resource() -> Scenario {
     }
 }
 
+/// Status written by server-side apply with a body of apiVersion, kind and status only,
+/// as controllers write it: accepted on `/status` for a custom resource whose spec is
+/// required and for a built-in kind; the merged object is what must be whole.
+pub fn status_apply() -> Scenario {
+    let crs = "/apis/{ns}.kwdiff.example/v1/namespaces/{ns}/gadgets";
+    let av = "{ns}.kwdiff.example/v1";
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.{ns}.kwdiff.example"},
+        "spec": {"group": "{ns}.kwdiff.example", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "required": ["spec"], "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {"size": {"type": "integer"}}},
+                    "status": {"type": "object", "properties": {
+                        "phase": {"type": "string"}, "observed": {"type": "integer"}}}}}}}]}});
+    let status = |phase: &str| json!({"apiVersion": av, "kind": "Gadget", "status": {"phase": phase, "observed": 1}});
+    let svc_status = json!({"apiVersion": "v1", "kind": "Service", "status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "Up", "message": "serving",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    Scenario {
+        name: "status_apply",
+        steps: vec![
+            post("create-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd),
+            get("established", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{ns}.kwdiff.example")
+                .until(established),
+            post("create-cr", crs, json!({"apiVersion": av, "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"size": 3}}))
+                .retry_on(404),
+            patch("apply-status", &format!("{crs}/g1/status?fieldManager=status-writer&force=true"), APPLY, status("Ready")),
+            patch("apply-status-again", &format!("{crs}/g1/status?fieldManager=status-writer"), APPLY, status("Done")),
+            patch(
+                "apply-status-named",
+                &format!("{crs}/g1/status?fieldManager=other-writer"),
+                APPLY,
+                json!({"apiVersion": av, "kind": "Gadget", "metadata": {"name": "g1"}, "status": {"observed": 2}}),
+            ),
+            patch("apply-status-only-to-main", &format!("{crs}/g1?fieldManager=main-writer"), APPLY, status("Ignored")),
+            patch("apply-create-without-spec", &format!("{crs}/g2?fieldManager=main-writer"), APPLY, status("New")),
+            patch("apply-status-of-missing", &format!("{crs}/g3/status?fieldManager=status-writer"), APPLY, status("Gone")),
+            get("get-cr", &format!("{crs}/g1")),
+            post(
+                "create-service",
+                "/api/v1/namespaces/{ns}/services",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                    "spec": {"ports": [{"port": 80}]}}),
+            ),
+            patch(
+                "apply-service-status",
+                "/api/v1/namespaces/{ns}/services/web/status?fieldManager=status-writer&force=true",
+                APPLY,
+                svc_status,
+            ),
+            get("get-service", "/api/v1/namespaces/{ns}/services/web"),
+            delete("delete-crd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.{ns}.kwdiff.example"),
+        ],
+    }
+}
+
 /// Invalid create, update, patch and delete options.
 pub fn options_errors() -> Scenario {
     let p = "/api/v1/namespaces/{ns}/configmaps";
