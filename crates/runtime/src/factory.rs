@@ -53,11 +53,14 @@ use tokio_util::sync::CancellationToken;
 /// and no selectors.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct InformerParams {
-    /// One namespace, or `None` for all (ignored for cluster-scoped resources).
+    /// One namespace, or `None` for all (ignored for cluster-scoped resources). On a
+    /// factory with [defaults](SharedInformerFactory::cache_defaults), `None` takes the
+    /// default namespace and `Some("")` ([`every_namespace`](Self::every_namespace)) means
+    /// every namespace whatever the default.
     pub namespace: Option<String>,
-    /// Label selector.
+    /// Label selector (`None`: the factory's default, if any).
     pub label_selector: Option<String>,
-    /// Field selector.
+    /// Field selector (`None`: the factory's default, if any).
     pub field_selector: Option<String>,
 }
 
@@ -71,6 +74,26 @@ impl InformerParams {
     pub fn namespace(mut self, ns: &str) -> Self {
         self.namespace = Some(ns.to_string()).filter(|s| !s.is_empty());
         self
+    }
+    /// Every namespace, even when the factory's (or manager's)
+    /// [defaults](SharedInformerFactory::cache_defaults) name one.
+    #[must_use]
+    pub fn every_namespace(mut self) -> Self {
+        self.namespace = Some(String::new());
+        self
+    }
+    /// Fills what `self` leaves unset from `defaults`.
+    #[must_use]
+    pub fn or(self, defaults: &InformerParams) -> Self {
+        Self {
+            namespace: self.namespace.or_else(|| defaults.namespace.clone()),
+            label_selector: self
+                .label_selector
+                .or_else(|| defaults.label_selector.clone()),
+            field_selector: self
+                .field_selector
+                .or_else(|| defaults.field_selector.clone()),
+        }
     }
     /// Sets the label selector.
     #[must_use]
@@ -177,6 +200,8 @@ pub enum InformerThreads {
 pub struct SharedInformerFactory {
     client: Client,
     defaults: ReflectorConfig,
+    /// What informers cover when their params leave it unset.
+    scope: InformerParams,
     strip_managed_fields: bool,
     content_type: ContentType,
     informers: Mutex<HashMap<InformerKey, Entry>>,
@@ -269,6 +294,7 @@ impl SharedInformerFactory {
         Self {
             client,
             defaults: ReflectorConfig::default(),
+            scope: InformerParams::default(),
             strip_managed_fields: true,
             content_type: ContentType::Protobuf,
             informers: Mutex::new(HashMap::new()),
@@ -332,6 +358,30 @@ impl SharedInformerFactory {
     pub fn with_config(mut self, defaults: ReflectorConfig) -> Self {
         self.defaults = defaults;
         self
+    }
+
+    /// What every informer created from now on covers where its [`InformerParams`] leave
+    /// a field unset (controller-runtime's `cache.Options` defaults): one namespace for
+    /// an operator that watches only its own, or a label selector for the objects it
+    /// manages. An informer's own params win; [`InformerParams::every_namespace`] keeps
+    /// every namespace. Cluster-scoped resources ignore the namespace.
+    ///
+    /// ```no_run
+    /// # fn run(client: kubewright_client::Client) {
+    /// use kubewright_runtime::{InformerParams, SharedInformerFactory};
+    /// let factory = SharedInformerFactory::new(client)
+    ///     .cache_defaults(InformerParams::all().namespace("backups"));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn cache_defaults(mut self, defaults: InformerParams) -> Self {
+        self.scope = defaults;
+        self
+    }
+
+    /// The defaults set by [`cache_defaults`](Self::cache_defaults).
+    pub fn cache_defaults_params(&self) -> &InformerParams {
+        &self.scope
     }
 
     /// Whether cached objects drop `metadata.managedFields` (often a third to a half of
@@ -449,6 +499,7 @@ impl SharedInformerFactory {
     where
         K: Resource + Send + Sync + 'static,
     {
+        let params = params.or(&self.scope);
         let namespace = match scope {
             Scope::Namespaced => params.namespace.filter(|s| !s.is_empty()),
             Scope::Cluster => None,

@@ -144,6 +144,9 @@ pub fn remove_finalizer_patch(index: usize, name: &str) -> Value {
 /// object is being deleted without our finalizer (or is gone), nothing runs and
 /// `T::default()` is returned, so a controller's `Action` type should default to
 /// "await change".
+///
+/// Its writes carry no field manager, so the server records them under the client's
+/// user agent; [`finalizer_with`] names the manager.
 pub async fn finalizer<K, T, E, F, Fut>(
     api: &Api<K>,
     finalizer_name: &str,
@@ -157,6 +160,49 @@ where
     F: FnOnce(FinalizerEvent<K>) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
+    finalizer_with(api, finalizer_name, &PatchParams::default(), obj, reconcile).await
+}
+
+/// [`finalizer`], writing the finalizer list with `params`: its `field_manager` is the
+/// manager the object's `managedFields` record for the finalizer (the operator's own
+/// name, beside its other writes), and `dry_run` and `field_validation` apply too
+/// (`force` is for apply and is ignored here).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// # use kubewright_client::Api;
+/// # use kubewright_core::PatchParams;
+/// # use kubewright_runtime::finalizer::{finalizer_with, FinalizerEvent};
+/// # async fn reconcile(api: Api<ConfigMap>, cm: Arc<ConfigMap>) {
+/// let params = PatchParams { field_manager: Some("backup-operator".into()), ..Default::default() };
+/// let _ = finalizer_with(&api, "example.com/cleanup", &params, cm, |event| async move {
+///     match event {
+///         FinalizerEvent::Apply(_) | FinalizerEvent::Cleanup(_) => {}
+///     }
+///     Ok::<(), std::io::Error>(())
+/// })
+/// .await;
+/// # }
+/// ```
+pub async fn finalizer_with<K, T, E, F, Fut>(
+    api: &Api<K>,
+    finalizer_name: &str,
+    params: &PatchParams,
+    obj: Arc<K>,
+    reconcile: F,
+) -> Result<T, FinalizerError<E>>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+    T: Default,
+    E: std::error::Error + 'static,
+    F: FnOnce(FinalizerEvent<K>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let params = PatchParams {
+        force: false,
+        ..params.clone()
+    };
     if finalizer_name.is_empty() {
         return Err(FinalizerError::InvalidFinalizer);
     }
@@ -190,7 +236,7 @@ where
                 let value = reconcile(FinalizerEvent::Cleanup(obj.clone()))
                     .await
                     .map_err(FinalizerError::CleanupFailed)?;
-                remove_finalizer(api, &name, finalizer_name, obj).await?;
+                remove_finalizer(api, &name, finalizer_name, &params, obj).await?;
                 return Ok(value);
             }
             FinalizerState {
@@ -198,7 +244,7 @@ where
                 deleting: false,
             } => {
                 let patch = Patch::Json(add_finalizer_patch(obj.as_ref(), finalizer_name));
-                match api.patch(&name, &PatchParams::default(), &patch).await {
+                match api.patch(&name, &params, &patch).await {
                     // Continue with the patched object: it now has the finalizer.
                     Ok(patched) => obj = Arc::new(patched),
                     Err(e) if e.is_invalid() && attempt < MAX_PATCH_ATTEMPTS => {
@@ -222,6 +268,7 @@ async fn remove_finalizer<K, E>(
     api: &Api<K>,
     name: &str,
     finalizer_name: &str,
+    params: &PatchParams,
     mut obj: Arc<K>,
 ) -> Result<(), FinalizerError<E>>
 where
@@ -235,7 +282,7 @@ where
             return Ok(());
         };
         let patch = Patch::Json(remove_finalizer_patch(index, finalizer_name));
-        match api.patch(name, &PatchParams::default(), &patch).await {
+        match api.patch(name, params, &patch).await {
             Ok(_) => return Ok(()),
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) if e.is_invalid() && attempt < MAX_PATCH_ATTEMPTS => {

@@ -35,8 +35,11 @@ pub mod workqueue;
 pub use controller::{Action, Controller, Predicate, Reconciler, Source};
 pub use factory::{CacheSyncError, InformerParams, InformerThreads, SharedInformerFactory};
 pub use informer::{EventHandler, HandlerFuncs, HandlerRegistration, Informer};
-pub use manager::{LeaderElection, Manager};
+pub use manager::{LeaderElection, Manager, ManagerBuilder, ManagerError};
 pub use reflector::{
     InitialList, ListWatch, MetadataOnly, Reflector, ReflectorConfig, strip_managed_fields,
 };
 pub use store::{Delta, Lister, NAMESPACE_INDEX, Store};
+/// The token [`Manager::run`] and the other `run` methods stop on (tokio-util's), so
+/// that callers need not depend on `tokio-util` themselves.
+pub use tokio_util::sync::CancellationToken;

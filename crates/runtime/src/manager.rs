@@ -53,7 +53,8 @@
 //! ```
 
 use crate::controller::{Bound, Controller, ControllerError, Reconciler, Runnable, Source};
-use crate::factory::SharedInformerFactory;
+use crate::events::{EventRecorder, Reporter};
+use crate::factory::{InformerParams, SharedInformerFactory};
 use crate::health::{HealthChecks, serve_health};
 use crate::leaderelection::{
     ConfigError, LeaderElectionConfig, LeaderElectionError, LeaderElector, LeaseLock, RunOutcome,
@@ -196,6 +197,7 @@ type CheckFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 pub struct ManagerBuilder {
     client: Client,
     factory: Option<SharedInformerFactory>,
+    cache_defaults: Option<InformerParams>,
     registry: Option<Registry>,
     leader_election: Option<LeaderElection>,
     exit_on_leadership_loss: bool,
@@ -297,6 +299,29 @@ impl ManagerBuilder {
         self
     }
 
+    /// What every informer of the manager's factory covers unless its controller's
+    /// [`InformerParams`] say otherwise: a namespace, a label or a field selector
+    /// (controller-runtime's `cache.Options` defaults; see
+    /// [`SharedInformerFactory::cache_defaults`]).
+    ///
+    /// ```no_run
+    /// # async fn run(client: kubewright_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use kubewright_runtime::{InformerParams, Manager};
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    /// let manager = Manager::builder(client)
+    ///     .cache_defaults(InformerParams::all().namespace("backups"))
+    ///     .build()?;
+    /// // Watches ConfigMaps in "backups" only; Namespaces are cluster-scoped.
+    /// let configmaps = manager.controller::<ConfigMap>(InformerParams::all());
+    /// let namespaces = manager.controller::<Namespace>(InformerParams::all());
+    /// # let _ = (configmaps, namespaces); Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn cache_defaults(mut self, defaults: InformerParams) -> Self {
+        self.cache_defaults = Some(defaults);
+        self
+    }
+
     /// Validates the leader election settings, binds the addresses and registers the
     /// metric families. Does not need a Tokio runtime.
     pub fn build(self) -> Result<Manager, ManagerError> {
@@ -357,9 +382,12 @@ impl ManagerBuilder {
                 });
             },
         ));
-        let factory = self
+        let mut factory = self
             .factory
             .unwrap_or_else(|| SharedInformerFactory::new(client.clone()));
+        if let Some(defaults) = self.cache_defaults {
+            factory = factory.cache_defaults(defaults);
+        }
         Ok(Manager {
             client,
             factory: Arc::new(factory),
@@ -375,6 +403,7 @@ impl ManagerBuilder {
             readyz: self.readyz,
             leading: watch::channel(false).0,
             webhook,
+            recorders: Mutex::new(Vec::new()),
         })
     }
 }
@@ -395,6 +424,8 @@ pub struct Manager {
     readyz: Vec<(String, CheckFn)>,
     webhook: Option<WebhookServer>,
     leading: watch::Sender<bool>,
+    /// Recorders handed out by [`Manager::event_recorder`], flushed when `run` ends.
+    recorders: Mutex<Vec<EventRecorder>>,
 }
 
 impl fmt::Debug for Manager {
@@ -418,6 +449,7 @@ impl Manager {
         ManagerBuilder {
             client,
             factory: None,
+            cache_defaults: None,
             registry: None,
             leader_election: None,
             exit_on_leadership_loss: true,
@@ -470,6 +502,37 @@ impl Manager {
     /// The leader election settings.
     pub fn leader_election_config(&self) -> Option<&LeaderElection> {
         self.leader_election.as_ref()
+    }
+
+    /// An event recorder reporting as `controller` (`reportingController`, e.g.
+    /// `example.com/backup-controller`) from this replica (`reportingInstance`: the
+    /// leader election identity, or the host name): controller-runtime's
+    /// `GetEventRecorderFor`. The manager shuts it down when [`run`](Self::run) ends,
+    /// after the controllers stopped, so the events of the last reconciles are written.
+    /// Clones share one queue. Must be called within a Tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn run(manager: kubewright_runtime::Manager, cm: k8s_openapi::api::core::v1::ConfigMap) {
+    /// use kubewright_runtime::events::{Event, EventType, object_reference};
+    /// let recorder = manager.event_recorder("example.com/backup-controller");
+    /// recorder.publish(
+    ///     &object_reference(&cm),
+    ///     Event::new(EventType::Normal, "Synced", "Reconcile").note("configuration applied"),
+    /// );
+    /// # }
+    /// ```
+    pub fn event_recorder(&self, controller: &str) -> EventRecorder {
+        let instance = self
+            .leader_election
+            .as_ref()
+            .map(|le| le.identity.clone())
+            .unwrap_or_else(default_identity);
+        let recorder = EventRecorder::new(self.client.clone(), Reporter::new(controller, instance));
+        self.recorders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(recorder.clone());
+        recorder
     }
 
     /// `true` while the controllers run (while leading, with leader election).
@@ -709,6 +772,11 @@ impl Manager {
 
         tracing::info!("stopping informers");
         self.factory.shutdown().await;
+        let recorders =
+            std::mem::take(&mut *self.recorders.lock().unwrap_or_else(|e| e.into_inner()));
+        for recorder in recorders {
+            recorder.shutdown().await;
+        }
         servers_cancel.cancel();
         while servers.join_next().await.is_some() {}
         tracing::info!("manager stopped");

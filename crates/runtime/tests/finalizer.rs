@@ -10,7 +10,7 @@ use kubewright_client::Api;
 use kubewright_core::{
     DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, ResourceExt, WatchEvent, WatchParams,
 };
-use kubewright_runtime::finalizer::{FinalizerError, FinalizerEvent, finalizer};
+use kubewright_runtime::finalizer::{FinalizerError, FinalizerEvent, finalizer, finalizer_with};
 use kubewright_testing::TestEnv;
 use serde_json::json;
 use std::future::Future;
@@ -332,6 +332,60 @@ async fn concurrent_finalizer_writers_lose_nothing() {
         api.patch(name, &PatchParams::default(), &remove_b)
             .await
             .unwrap();
+        wait_gone(&api, name).await;
+    })
+    .await;
+}
+
+/// `finalizer_with` writes the finalizer list as the given field manager.
+#[tokio::test]
+async fn finalizer_writes_carry_the_field_manager() {
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+    let name = "managed";
+    // With data: kube-apiserver tracks no field managers on an object created empty.
+    let mut with_data = cm(name, &[]);
+    with_data.data = Some([("k".to_string(), "v".to_string())].into());
+    api.create(&PostParams::default(), &with_data)
+        .await
+        .unwrap();
+    let body_api = api.clone();
+    with_cleanup(api.clone(), name, async move {
+        let api = body_api;
+        let params = PatchParams {
+            field_manager: Some("backup-operator".into()),
+            ..Default::default()
+        };
+        let obj = Arc::new(api.get(name).await.unwrap());
+        let r: Result<(), FinalizerError<ReconcileError>> =
+            finalizer_with(&api, MINE, &params, obj, |_| async { Ok(()) }).await;
+        r.unwrap();
+        let got = api.get(name).await.unwrap();
+        assert_eq!(got.finalizers(), [MINE]);
+        let managers: Vec<(String, bool)> = got
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| {
+                let owns_finalizers = m
+                    .fields_v1
+                    .map(|f| f.0.pointer("/f:metadata/f:finalizers").is_some())
+                    .unwrap_or(false);
+                (m.manager.unwrap_or_default(), owns_finalizers)
+            })
+            .collect();
+        assert!(
+            managers.contains(&("backup-operator".to_string(), true)),
+            "{managers:?}"
+        );
+        // Removal goes through the same manager (and succeeds).
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+        let deleting = Arc::new(api.get(name).await.unwrap());
+        let r: Result<(), FinalizerError<ReconcileError>> =
+            finalizer_with(&api, MINE, &params, deleting, |_| async { Ok(()) }).await;
+        r.unwrap();
         wait_gone(&api, name).await;
     })
     .await;

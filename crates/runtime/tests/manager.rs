@@ -854,3 +854,99 @@ async fn the_manager_runs_a_webhook_server() {
         "the webhook server stopped"
     );
 }
+
+/// The manager's cache defaults scope every controller's informer (one namespace, one
+/// label selector here), and its event recorder is flushed when `run` returns.
+#[tokio::test]
+async fn cache_defaults_and_the_managers_event_recorder() {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kubewright_core::ListParams;
+    use kubewright_runtime::events::{Event, EventRecorder, EventType, object_reference};
+
+    let env = TestEnv::start().await;
+    let ns = env.namespace().await;
+    let other = env.namespace().await;
+    let label = run_label(&env);
+    let manager = Manager::builder(env.client())
+        .cache_defaults(
+            InformerParams::all()
+                .namespace(&ns)
+                .labels(&selector(&label)),
+        )
+        .build()
+        .unwrap();
+    let recorder = manager.event_recorder("kubewright.test/recorder");
+    assert_eq!(recorder.reporter().controller, "kubewright.test/recorder");
+    let seen: Arc<watch::Sender<BTreeSet<String>>> = Arc::new(watch::channel(BTreeSet::new()).0);
+    struct Ctx {
+        recorder: EventRecorder,
+        seen: Arc<watch::Sender<BTreeSet<String>>>,
+    }
+    let ctx = Arc::new(Ctx {
+        recorder,
+        seen: seen.clone(),
+    });
+    let mut manager = manager;
+    let controller = manager.controller::<ConfigMap>(InformerParams::all());
+    manager
+        .add(
+            controller,
+            |cm: Arc<ConfigMap>, ctx: Arc<Ctx>| async move {
+                ctx.recorder.publish(
+                    &object_reference(cm.as_ref()),
+                    Event::new(EventType::Normal, "Seen", "Reconcile").note("reconciled"),
+                );
+                ctx.seen.send_modify(|s| {
+                    drop(s.insert(format!(
+                        "{}/{}",
+                        cm.namespace().unwrap_or_default(),
+                        cm.name_any()
+                    )))
+                });
+                Ok::<_, String>(Action::await_change())
+            },
+            ctx,
+        )
+        .unwrap();
+    let mut leading = manager.leading();
+    let (cancel, handle) = spawn_manager(manager);
+    wait_leading(&mut leading, true, "manager running").await;
+    let cms = |n: &str| Api::<ConfigMap>::namespaced(env.client(), n);
+    // Outside the defaults: another namespace, or no label.
+    cms(&other)
+        .create(&PostParams::default(), &configmap("elsewhere", &label))
+        .await
+        .unwrap();
+    let mut unlabelled = configmap("unlabelled", &label);
+    unlabelled.metadata.labels = None;
+    cms(&ns)
+        .create(&PostParams::default(), &unlabelled)
+        .await
+        .unwrap();
+    cms(&ns)
+        .create(&PostParams::default(), &configmap("inside", &label))
+        .await
+        .unwrap();
+    let mut rx = seen.subscribe();
+    let want = format!("{ns}/inside");
+    tokio::time::timeout(DEADLINE, rx.wait_for(|s| s.contains(&want)))
+        .await
+        .expect("the ConfigMap inside the defaults was never reconciled")
+        .unwrap();
+    cancel.cancel();
+    join(handle).await.unwrap();
+    // Only what the defaults select was cached, so only that was reconciled.
+    assert_eq!(*seen.borrow(), BTreeSet::from([want]));
+    // `run` flushed the recorder: the Event is there as soon as it returned.
+    let events = Api::<K8sEvent>::namespaced(env.client(), &ns)
+        .list(&ListParams::default().fields("regarding.name=inside"))
+        .await
+        .unwrap();
+    let ours: Vec<&K8sEvent> = events
+        .items
+        .iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("kubewright.test/recorder"))
+        .collect();
+    assert_eq!(ours.len(), 1, "{events:?}");
+    assert_eq!(ours[0].reason.as_deref(), Some("Seen"));
+}
