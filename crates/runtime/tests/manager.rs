@@ -896,12 +896,9 @@ async fn cache_defaults_and_the_managers_event_recorder() {
                     &object_reference(cm.as_ref()),
                     Event::new(EventType::Normal, "Seen", "Reconcile").note("reconciled"),
                 );
+                let key = format!("{}/{}", cm.namespace().unwrap_or_default(), cm.name_any());
                 ctx.seen.send_modify(|s| {
-                    drop(s.insert(format!(
-                        "{}/{}",
-                        cm.namespace().unwrap_or_default(),
-                        cm.name_any()
-                    )))
+                    s.insert(key);
                 });
                 Ok::<_, String>(Action::await_change())
             },
