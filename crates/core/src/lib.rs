@@ -5,6 +5,7 @@
 //! [`DynamicObject`]), group/version/kind types, lists and watch events, the
 //! [`Status`] error body, request parameters, label and field selectors, and object keys.
 
+pub mod conditions;
 pub mod dynamic;
 pub mod gvk;
 pub mod key;

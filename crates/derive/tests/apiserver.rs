@@ -474,29 +474,9 @@ async fn typed_api_with_status_and_scale() {
     let env = TestEnv::start().await;
     let client = env.client();
     let ns = env.namespace().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = Monitor::crd();
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(e) if e.is_already_exists() => {
-            let mut existing = crds.get(Monitor::crd_name()).await.unwrap();
-            if existing.spec != crd.spec {
-                existing.spec = crd.spec.clone();
-                crds.replace(Monitor::crd_name(), &PostParams::default(), &existing)
-                    .await
-                    .unwrap();
-            }
-        }
-        Err(e) => panic!("create CRD: {e}"),
-    }
-    wait_established(&crds, Monitor::crd_name()).await;
-    // Removed at the end, on a real cluster too: its short name would shadow others'.
-    let _installed = Installed {
-        client: client.clone(),
-        group: crd.spec.group.clone(),
-        crd: crd.clone(),
-        config: (!env.is_embedded()).then(|| env.config().clone()),
-    };
+    // Installed until Established and served; removed from a real cluster when `env`
+    // drops (its short name would shadow others').
+    env.install_crds([Monitor::crd()]).await;
 
     let api: Api<Monitor> = Api::namespaced(client, &ns);
     let spec = MonitorSpec {
@@ -506,21 +486,11 @@ async fn typed_api_with_status_and_scale() {
         replicas: 2,
         paused: false,
     };
-    // A real server may answer 404 for a moment after Established, until every handler
-    // serves the new resource.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let created = loop {
-        match api
-            .create(&PostParams::default(), &Monitor::new("web", spec.clone()))
-            .await
-        {
-            Ok(created) => break created,
-            Err(e) if e.is_not_found() && std::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("create Monitor: {e}"),
-        }
-    };
+    // `install_crds` waited until the resource is served: no retry on 404 here.
+    let created = api
+        .create(&PostParams::default(), &Monitor::new("web", spec.clone()))
+        .await
+        .unwrap();
     assert_eq!(created.spec, spec);
     assert!(created.status.is_none());
     assert!(created.metadata.uid.is_some());

@@ -5,12 +5,13 @@
 //!
 //! | feature | default | gives |
 //! |---|---|---|
-//! | (always) | | [`core`] (`kubewright-core`), [`k8s_openapi`], [`serde`], [`serde_json`], [`Resource`], [`ResourceExt`], [`crd`] |
+//! | (always) | | [`core`] (`kubewright-core`), [`k8s_openapi`], [`serde`], [`serde_json`], [`Resource`], [`ResourceExt`], [`crd`], [`conditions`] (status conditions) |
 //! | `client` | yes | [`client`] (`kubewright-client`), [`Api`], [`Client`], [`Config`], [`Error`] |
 //! | `runtime` | yes | [`runtime`] (`kubewright-runtime`): work queues, reflector, store, informers |
 //! | `derive` | yes | [`CustomResource`], [`schemars`] |
 //! | `k8s-schemars` | yes | `JsonSchema` for the k8s-openapi types (its `schemars` feature), so a spec can hold `IntOrString`, `Quantity`, `Condition`, ...; it roughly doubles k8s-openapi's compile time |
 //! | `apiserver` | no | `apiserver` (`kubewright-apiserver`): the embedded API server |
+//! | `testing` | no | `testing` (`kubewright-testing`): [`TestEnv`](https://docs.rs/kubewright-testing), the embedded server or a real cluster per test, CRD installation; for `[dev-dependencies]` |
 //!
 //! Like every library built on k8s-openapi, kubewright enables no Kubernetes version
 //! feature: the application picks one (`k8s-openapi = { version = "0.29", features =
@@ -102,6 +103,7 @@
 //! `#[schemars(crate = "kubewright::schemars")]`.
 
 pub use kubewright_core as core;
+pub use kubewright_core::conditions;
 pub use kubewright_core::k8s_openapi;
 pub use kubewright_core::{Resource, ResourceExt};
 pub use serde;
@@ -122,6 +124,9 @@ pub use schemars;
 
 #[cfg(feature = "apiserver")]
 pub use kubewright_apiserver as apiserver;
+
+#[cfg(feature = "testing")]
+pub use kubewright_testing as testing;
 
 pub mod crd;
 pub use crd::CustomResourceExt;

@@ -29,6 +29,7 @@ pub mod multicluster;
 pub mod owner;
 pub mod reflector;
 pub mod store;
+pub mod wait;
 pub mod webhook;
 pub mod workqueue;
 

@@ -9,13 +9,22 @@
 //! # let _ = (client, ns);
 //! # }
 //! ```
+//!
+//! [`TestEnv::start`] also installs a `tracing` subscriber that writes to the test's
+//! output (shown when a test fails), at `warn` unless `RUST_LOG` says otherwise: a
+//! controller's reconcile errors (logged at `error`) show up beside the failed assertion
+//! instead of only as a timeout. A subscriber the test installed first is kept.
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kubewright_apiserver::TestServer;
 use kubewright_client::config::{KubeConfigOptions, Kubeconfig};
 use kubewright_client::{Api, Client, Config};
-use kubewright_core::{DeleteParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kubewright_core::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams, Scope,
+    WatchEvent, WatchParams,
+};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -69,6 +78,18 @@ pub struct TestEnv {
     config: Config,
     client: Client,
     namespaces: Mutex<Vec<String>>,
+    /// CRDs installed by [`TestEnv::install_crds`], removed from a real cluster on drop.
+    crds: Mutex<Vec<String>>,
+}
+
+/// Installs the test-output subscriber once per process; a subscriber set before stays.
+fn init_test_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -88,6 +109,7 @@ impl TestEnv {
     /// or the configured kubeconfig cannot be read.
     #[allow(clippy::panic)]
     pub async fn start() -> Self {
+        init_test_tracing();
         match std::env::var(KUBECONFIG_ENV) {
             Ok(path) if !path.is_empty() => {
                 let kc = Kubeconfig::read_from(&path)
@@ -104,6 +126,7 @@ impl TestEnv {
                     config,
                     client,
                     namespaces: Mutex::new(vec![]),
+                    crds: Mutex::new(vec![]),
                 }
             }
             _ => {
@@ -130,6 +153,7 @@ impl TestEnv {
             config,
             client,
             namespaces: Mutex::new(vec![]),
+            crds: Mutex::new(vec![]),
         }
     }
 
@@ -203,13 +227,158 @@ impl TestEnv {
         }
         name
     }
+
+    /// Installs CustomResourceDefinitions, as envtest's `CRDInstallOptions` does: each is
+    /// created (or, when one of that name exists with another spec, replaced), and this
+    /// returns once every one is `Established` and its resource is served (a real API
+    /// server may answer 404 for a moment after `Established`). On a real cluster they
+    /// are deleted when the environment drops, with the objects they hold.
+    ///
+    /// ```no_run
+    /// # async fn t(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) {
+    /// let env = kubewright_testing::TestEnv::start().await;
+    /// env.install_crds([crd]).await; // e.g. `Backup::crd()` from #[derive(CustomResource)]
+    /// # }
+    /// ```
+    #[allow(clippy::panic)]
+    pub async fn install_crds(
+        &self,
+        crds: impl IntoIterator<Item = CustomResourceDefinition>,
+    ) -> Vec<CustomResourceDefinition> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let mut installed = Vec::new();
+        for crd in crds {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            let created = match api.create(&PostParams::default(), &crd).await {
+                Ok(c) => c,
+                Err(e) if e.is_already_exists() => {
+                    let mut existing = api
+                        .get(&name)
+                        .await
+                        .unwrap_or_else(|e| panic!("get CRD {name}: {e}"));
+                    if existing.spec != crd.spec {
+                        existing.spec = crd.spec.clone();
+                        existing = api
+                            .replace(&name, &PostParams::default(), &existing)
+                            .await
+                            .unwrap_or_else(|e| panic!("update CRD {name}: {e}"));
+                    }
+                    existing
+                }
+                Err(e) => panic!("create CRD {name}: {e}"),
+            };
+            self.crds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(name.clone());
+            installed.push(created);
+        }
+        for crd in &mut installed {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            *crd = wait_established(&api, &name).await;
+            wait_served(&self.client, crd).await;
+        }
+        installed
+    }
+}
+
+/// Whether a CRD's `Established` condition is true.
+fn is_established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+/// Waits (on a watch) until the CRD is `Established`; panics after 60 s.
+#[allow(clippy::panic)]
+async fn wait_established(
+    api: &Api<CustomResourceDefinition>,
+    name: &str,
+) -> CustomResourceDefinition {
+    let wait = async {
+        loop {
+            let current = api
+                .get(name)
+                .await
+                .unwrap_or_else(|e| panic!("get CRD {name}: {e}"));
+            if is_established(&current) {
+                return current;
+            }
+            let rv = current
+                .metadata
+                .resource_version
+                .clone()
+                .unwrap_or_default();
+            let wp = WatchParams::default()
+                .fields(&format!("metadata.name={name}"))
+                .timeout(30);
+            let Ok(stream) = api.watch(&wp, &rv).await else {
+                continue;
+            };
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev
+                    && is_established(&c)
+                {
+                    return c;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), wait)
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} was not Established within 60s"))
+}
+
+/// Waits until a list of the CRD's storage version is answered (not 404); panics after 60 s.
+#[allow(clippy::panic)]
+async fn wait_served(client: &Client, crd: &CustomResourceDefinition) {
+    let Some(version) = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.served)
+        .map(|v| v.name.clone())
+    else {
+        return;
+    };
+    let group = &crd.spec.group;
+    let ar = ApiResource {
+        group: group.clone(),
+        version: version.clone(),
+        api_version: format!("{group}/{version}"),
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+        scope: if crd.spec.scope == "Namespaced" {
+            Scope::Namespaced
+        } else {
+            Scope::Cluster
+        },
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => return,
+            Err(e) if e.is_not_found() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("list {}: {e}", ar.plural),
+        }
+    }
 }
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
         let names: Vec<String> =
             std::mem::take(&mut *self.namespaces.lock().unwrap_or_else(|e| e.into_inner()));
-        if names.is_empty() || self.server.is_some() {
+        let crds: Vec<String> =
+            std::mem::take(&mut *self.crds.lock().unwrap_or_else(|e| e.into_inner()));
+        if (names.is_empty() && crds.is_empty()) || self.server.is_some() {
             // The embedded server goes away with the environment.
             return;
         }
@@ -226,6 +395,10 @@ impl Drop for TestEnv {
                 let Ok(client) = Client::new(config) else {
                     return;
                 };
+                let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+                for n in crds {
+                    let _ = crd_api.delete(&n, &DeleteParams::default()).await;
+                }
                 let api: Api<Namespace> = Api::all(client);
                 for n in names {
                     let _ = api.delete(&n, &DeleteParams::default()).await;
