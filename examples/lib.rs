@@ -2,6 +2,7 @@
 //! helper that connects to a cluster or starts the embedded API server, and the demo's
 //! scenario itself ([`demo::run`]).
 
+pub mod backup;
 mod cutter;
 pub mod demo;
 pub mod monitor;
@@ -138,6 +139,8 @@ pub mod guides {
     pub mod pod_io {}
     #[doc = include_str!("../docs/kubelet.md")]
     pub mod kubelet {}
+    #[doc = include_str!("../docs/first-operator.md")]
+    pub mod first_operator {}
 }
 
 #[cfg(test)]

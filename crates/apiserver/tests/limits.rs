@@ -66,6 +66,10 @@ fn tls_config(ca_pem: &[u8]) -> Arc<rustls::ClientConfig> {
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
         roots.add(cert.unwrap()).unwrap();
     }
+    #[allow(
+        deprecated,
+        reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+    )]
     let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

@@ -49,6 +49,10 @@ fn tls_acceptor() -> (tokio_rustls::TlsAcceptor, Vec<u8>) {
         .unwrap()
         .signed_by(&key, &ca)
         .unwrap();
+    #[allow(
+        deprecated,
+        reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -23,6 +23,9 @@
 
 use crate::health::{HttpResponse, serve_http};
 use crate::workqueue::QueueMetrics;
+/// The metrics library of [`Registry`] and [`Manager::registry`](crate::Manager::registry), for
+/// registering metrics of your own without a direct dependency.
+pub use prometheus_client;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -64,6 +64,10 @@ impl HttpsClient {
         for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
             roots.add(cert.unwrap()).unwrap();
         }
+        #[allow(
+            deprecated,
+            reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+        )]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

@@ -495,6 +495,10 @@ async fn bad_webhook(dir: &Path) -> BadWebhook {
         .map(Result::unwrap)
         .collect();
     let key = PrivateKeyDer::from_pem_file(dir.join("tls.key")).unwrap();
+    #[allow(
+        deprecated,
+        reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+    )]
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

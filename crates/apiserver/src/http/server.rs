@@ -93,6 +93,10 @@ impl TlsMaterial {
     fn server_config(&self, client_ca: Option<&str>) -> Result<rustls::ServerConfig, ServeError> {
         use rustls_pki_types::pem::PemObject as _;
         use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        #[allow(
+            deprecated,
+            reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+        )]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?;

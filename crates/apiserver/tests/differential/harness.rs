@@ -274,6 +274,10 @@ impl Target {
         for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
             roots.add(cert.expect("CA PEM")).expect("CA certificate");
         }
+        #[allow(
+            deprecated,
+            reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+        )]
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

@@ -159,6 +159,11 @@ impl ResolvesClientCert for ExecCertResolver {
     }
 }
 
+/// The provider of every TLS connection: *ring*, which builds with a C compiler only.
+#[allow(
+    deprecated,
+    reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+)]
 fn ring_provider() -> CryptoProvider {
     rustls::crypto::ring::default_provider()
 }

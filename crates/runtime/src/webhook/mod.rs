@@ -442,6 +442,10 @@ impl WebhookServerBuilder {
 }
 
 fn tls_config(cert: PathBuf, key: PathBuf) -> Result<Arc<rustls::ServerConfig>, WebhookError> {
+    #[allow(
+        deprecated,
+        reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let resolver = tls::ReloadingCert::new(cert, key, provider.clone())?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)

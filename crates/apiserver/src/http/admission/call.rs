@@ -220,6 +220,10 @@ async fn send(
     for c in roots {
         let _ = store.add(c);
     }
+    #[allow(
+        deprecated,
+        reason = "ring by choice: rustls 0.23.48 deprecates its provider for lacking post-quantum key exchange, which aws-lc-rs has at the cost of a C and cmake build"
+    )]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
