@@ -75,7 +75,7 @@ async fn a_backup_gets_its_configmap_status_and_cleanup() {
         .await
         .unwrap();
     let uid = created.uid().unwrap();
-    let gone = await_condition(backups.clone(), "nightly", conditions::is_deleted(&uid));
+    let gone = await_condition(backups.clone(), "nightly", conditions::is_deleted(uid));
     tokio::time::timeout(DEADLINE, gone)
         .await
         .expect("nightly was never deleted")
