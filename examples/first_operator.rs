@@ -105,7 +105,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Deleting it runs the cleanup behind the finalizer, then it goes.
     let uid = created.uid().unwrap_or_default();
     backups.delete("nightly", &DeleteParams::default()).await?;
-    let gone = await_condition(backups.clone(), "nightly", conditions::is_deleted(&uid));
+    let gone = await_condition(backups.clone(), "nightly", conditions::is_deleted(uid));
     tokio::time::timeout(DEADLINE, gone).await??;
     println!("nightly deleted after its cleanup");
 
