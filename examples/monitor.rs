@@ -159,7 +159,11 @@ pub async fn reconcile(
         .and_then(|s| s.ready_replicas)
         .unwrap_or(0);
 
+    // A status-only server-side apply (apiVersion, kind and status) to the status
+    // subresource: the operator owns these status fields, as it owns its children's.
     let status = serde_json::json!({
+        "apiVersion": "example.kubewright.dev/v1",
+        "kind": "Monitor",
         "status": {
             "observedGeneration": monitor.metadata.generation,
             "replicas": monitor.spec.replicas,
@@ -173,7 +177,7 @@ pub async fn reconcile(
         || current.ready_replicas != ready;
     if changed {
         Api::<Monitor>::namespaced(ctx.client.clone(), &ns)
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .patch_status(&name, &apply, &Patch::Apply(status))
             .await?;
         if let Some(rec) = &ctx.recorder {
             let note = format!(
