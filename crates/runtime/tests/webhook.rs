@@ -433,14 +433,25 @@ async fn bad_requests_get_clear_errors() {
     tokio::spawn(server.run(cancel.clone()));
     let client = HttpsClient::new(&pki.ca_pem());
 
+    // What cannot be read is denied in the review (HTTP 200, code 400), as
+    // controller-runtime answers: an HTTP 400 would count as the webhook failing, which
+    // `failurePolicy: Ignore` turns into an admission.
+    let denied = |status: u16, body: &[u8]| -> (String, String, u16) {
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(body));
+        let review: AdmissionReview = serde_json::from_slice(body).unwrap();
+        let response = review.response.unwrap();
+        assert!(!response.allowed);
+        let st = response.status.unwrap();
+        (response.uid, st.message, st.code)
+    };
     let (status, body, _) = client
         .post(addr, "/validate", "application/json", b"{not json".to_vec())
         .await;
-    assert_eq!(status, 400);
-    let text = String::from_utf8(body).unwrap();
+    let (uid, message, code) = denied(status, &body);
+    assert_eq!((uid.as_str(), code), ("", 400));
     assert!(
-        text.contains("the body is not an AdmissionReview"),
-        "{text}"
+        message.contains("the body is not an AdmissionReview"),
+        "{message}"
     );
 
     let (status, body, _) = client
@@ -451,13 +462,31 @@ async fn bad_requests_get_clear_errors() {
             br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
         )
         .await;
-    assert_eq!(status, 400);
-    assert!(String::from_utf8(body).unwrap().contains("has no request"));
+    let (_, message, code) = denied(status, &body);
+    assert_eq!(code, 400);
+    assert!(message.contains("has no request"), "{message}");
 
-    let (status, _, _) = client
+    let (status, body, _) = client
         .post(addr, "/validate", "text/plain", b"x".to_vec())
         .await;
-    assert_eq!(status, 415);
+    let (_, message, _) = denied(status, &body);
+    assert_eq!(message, "contentType=text/plain, expected application/json");
+    let (status, body, _) = client
+        .post(addr, "/validate", "application/json", Vec::new())
+        .await;
+    assert_eq!(denied(status, &body).1, "request body is empty");
+    let (status, body, _) = client
+        .post(
+            addr,
+            "/validate",
+            "application/json",
+            vec![b' '; kubewright_runtime::webhook::MAX_BODY + 1],
+        )
+        .await;
+    assert_eq!(
+        denied(status, &body).1,
+        "request entity is too large; limit is 7340032 bytes"
+    );
     let (status, _, _) = client
         .post(addr, "/nowhere", "application/json", b"{}".to_vec())
         .await;
@@ -508,13 +537,24 @@ async fn a_rotated_certificate_is_served_without_a_restart() {
         "before-rotation"
     );
     pki.issue(dir.path(), "after-rotation");
-    assert_eq!(
-        client
+    // A handshake never waits for the disk: it starts a check, which the following
+    // handshakes see.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let cn = client
             .post(addr, "/validate", "application/json", body())
             .await
-            .2,
-        "after-rotation"
-    );
+            .2;
+        if cn == "after-rotation" {
+            break;
+        }
+        assert_eq!(cn, "before-rotation");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rotated certificate was never served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     // A half-written pair keeps the current certificate.
     std::fs::write(
         dir.path().join("tls.key"),
@@ -623,4 +663,128 @@ fn configurations_are_generated_from_the_registered_handlers() {
         hook.client_config.unwrap().url.as_deref(),
         Some("https://127.0.0.1:9443/convert")
     );
+}
+
+/// POSTs `body` over plain HTTP/1.1; status and body.
+async fn post_plain(addr: SocketAddr, path: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::post(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    (status, body)
+}
+
+/// Whether the server closes `tcp` (end of file or reset) within `within`.
+async fn closed_within(tcp: &mut tokio::net::TcpStream, within: std::time::Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// A handler that panics or hangs still answers (a denial in the review, code 500) and
+/// leaves the in-flight gauge at 0; a peer that is slow to send headers, or idle, is cut
+/// off after the header timeout.
+#[tokio::test]
+async fn panics_hangs_and_slow_peers_are_bounded() {
+    use kubewright_runtime::webhook::WebhookLimits;
+    use std::time::Duration;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let limits = WebhookLimits {
+        header_read_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(300),
+        handler_timeout: Duration::from_millis(300),
+        ..WebhookLimits::default()
+    };
+    let server = WebhookServer::builder("127.0.0.1:0".parse().unwrap())
+        .plain_http()
+        .limits(limits)
+        .validate("/panic", |_req: AdmissionRequest<ConfigMap>| async move {
+            if true {
+                panic!("boom");
+            }
+            Verdict::allow()
+        })
+        .validate("/hang", |_req: AdmissionRequest<ConfigMap>| async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Verdict::allow()
+        })
+        .build()
+        .unwrap()
+        .with_metrics(&mut registry);
+    let addr = server.local_addr();
+    let cancel = CancellationToken::new();
+    tokio::spawn(server.run(cancel.clone()));
+
+    let in_review = |status: u16, body: &[u8]| -> (String, u16, String) {
+        assert_eq!(status, 200);
+        let response = serde_json::from_slice::<AdmissionReview>(body)
+            .unwrap()
+            .response
+            .unwrap();
+        assert!(!response.allowed);
+        let st = response.status.unwrap();
+        (response.uid, st.code, st.message)
+    };
+    let (status, body) =
+        post_plain(addr, "/panic", review("CREATE", configmap(json!({})), None)).await;
+    let (uid, code, message) = in_review(status, &body);
+    assert_eq!(uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(
+        (code, message.as_str()),
+        (500, "the webhook handler panicked: boom")
+    );
+    let (status, body) =
+        post_plain(addr, "/hang", review("CREATE", configmap(json!({})), None)).await;
+    let (_, code, message) = in_review(status, &body);
+    assert_eq!(code, 500);
+    assert!(
+        message.starts_with("the webhook handler did not answer within"),
+        "{message}"
+    );
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for hook in ["/panic", "/hang"] {
+        let line = format!("controller_runtime_webhook_requests_in_flight{{webhook=\"{hook}\"}} 0");
+        assert!(text.contains(&line), "{line} missing from\n{text}");
+    }
+
+    // Half a request line, then nothing; and a connection that never sends.
+    use tokio::io::AsyncWriteExt;
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"POST /panic HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    assert!(
+        closed_within(&mut slow, Duration::from_secs(10)).await,
+        "a slow peer kept its connection"
+    );
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(10)).await,
+        "an idle peer kept its connection"
+    );
+    cancel.cancel();
 }

@@ -78,11 +78,53 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// The largest request body accepted (an AdmissionReview carries up to two objects of
-/// the API server's 3 MiB limit, plus options).
-const MAX_BODY: usize = 16 << 20;
+/// The largest request body accepted: controller-runtime's 7 MiB (an AdmissionReview
+/// carries at most two objects of the API server's 3 MiB request limit, plus less than
+/// 1 MiB of the rest).
+pub const MAX_BODY: usize = 7 << 20;
 /// How long in-flight requests may take to finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Bounds of a [`WebhookServer`] against slow, idle or greedy peers; see
+/// [`WebhookServerBuilder::limits`]. The defaults suit a webhook the API server calls.
+#[derive(Clone, Debug)]
+pub struct WebhookLimits {
+    /// Time a peer has to send a request's headers, counted from when the server waits
+    /// for them (so it also closes an HTTP/1 keep-alive connection idle this long) and
+    /// bounding the TLS handshake. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// A connection with no request in flight for this long is closed, including one
+    /// that never sends a byte. Default 90 s (kube-apiserver's and Go's idle timeout).
+    pub idle_timeout: Duration,
+    /// Time a peer has to send a request's body once its headers came. Default 30 s.
+    pub body_read_timeout: Duration,
+    /// Time a handler may take; kube-apiserver gives a webhook at most 30 s
+    /// (`timeoutSeconds`). One that takes longer is answered with a denial (code 500).
+    /// Default 30 s.
+    pub handler_timeout: Duration,
+    /// Connections open at once; more wait in the listen backlog. Default 1,024.
+    pub max_connections: usize,
+    /// Requests read and handled at once, over all connections: with
+    /// [`MAX_BODY`], what bounds the memory of bodies in flight (64 × 7 MiB). More wait
+    /// for a seat. Default 64.
+    pub max_concurrent_requests: usize,
+    /// HTTP/2 streams per connection. Default 32.
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for WebhookLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+            body_read_timeout: Duration::from_secs(30),
+            handler_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            max_concurrent_requests: 64,
+            max_concurrent_streams: 32,
+        }
+    }
+}
 
 /// Errors of the webhook server.
 #[derive(Debug, thiserror::Error)]
@@ -244,6 +286,14 @@ impl<K> Mutation<K> {
 /// One endpoint: takes the request body, returns status and JSON body.
 trait Endpoint: Send + Sync {
     fn call(&self, body: Bytes) -> BoxFuture<'static, (StatusCode, Vec<u8>, Outcome)>;
+    /// The answer to a request that never reached the handler (no body, too large, the
+    /// wrong content type, unreadable): `body` is what was read of it, if anything.
+    fn reject(&self, code: u16, message: &str, body: &[u8]) -> (StatusCode, Vec<u8>);
+    /// Whether a handler's panic or timeout is answered in the review (admission) or
+    /// as an HTTP error (conversion).
+    fn failed(&self, message: &str, body: &[u8]) -> (StatusCode, Vec<u8>) {
+        self.reject(500, message, body)
+    }
 }
 
 /// How a request ended, for metrics.
@@ -267,6 +317,7 @@ pub(crate) struct Hook {
 /// Builds a [`WebhookServer`].
 pub struct WebhookServerBuilder {
     addr: SocketAddr,
+    limits: WebhookLimits,
     tls: Option<(PathBuf, PathBuf)>,
     plain_http: bool,
     routes: HashMap<String, Arc<dyn Endpoint>>,
@@ -288,6 +339,13 @@ impl WebhookServerBuilder {
     #[must_use]
     pub fn tls_files(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
         self.tls = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Bounds against slow, idle and greedy peers ([`WebhookLimits::default`] otherwise).
+    #[must_use]
+    pub fn limits(mut self, limits: WebhookLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -432,6 +490,7 @@ impl WebhookServerBuilder {
         Ok(WebhookServer {
             listener,
             local,
+            limits: self.limits,
             tls,
             routes: Arc::new(self.routes),
             hooks: self.hooks,
@@ -461,6 +520,7 @@ fn tls_config(cert: PathBuf, key: PathBuf) -> Result<Arc<rustls::ServerConfig>, 
 pub struct WebhookServer {
     listener: std::net::TcpListener,
     local: SocketAddr,
+    limits: WebhookLimits,
     tls: Option<Arc<rustls::ServerConfig>>,
     routes: Routes,
     hooks: Vec<Hook>,
@@ -483,6 +543,7 @@ impl WebhookServer {
     pub fn builder(addr: SocketAddr) -> WebhookServerBuilder {
         WebhookServerBuilder {
             addr,
+            limits: WebhookLimits::default(),
             tls: None,
             plain_http: false,
             routes: HashMap::new(),
@@ -543,45 +604,60 @@ impl WebhookServer {
             }
         })?;
         let acceptor = self.tls.map(tokio_rustls::TlsAcceptor::from);
-        let routes = self.routes;
-        let metrics = self.metrics;
+        let shared = Arc::new(Serving {
+            routes: self.routes,
+            metrics: self.metrics,
+            seats: tokio::sync::Semaphore::new(self.limits.max_concurrent_requests.max(1)),
+            limits: self.limits.clone(),
+        });
+        let connection_slots = Arc::new(tokio::sync::Semaphore::new(
+            self.limits.max_connections.max(1),
+        ));
         self.serving.store(true, Ordering::Release);
         tracing::info!(addr = %self.local, tls = acceptor.is_some(), "serving webhooks");
         let mut connections = JoinSet::new();
         loop {
-            let accepted = tokio::select! {
+            // A connection slot first: past the limit, peers wait in the backlog.
+            let slot = tokio::select! {
                 () = cancel.cancelled() => break,
-                a = listener.accept() => a,
+                s = connection_slots.clone().acquire_owned() => match s {
+                    Ok(s) => s,
+                    Err(_) => break,
+                },
                 Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             };
+            let accepted = loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break None,
+                    a = listener.accept() => break Some(a),
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                }
+            };
+            let Some(accepted) = accepted else { break };
             let (tcp, peer) = match accepted {
                 Ok(a) => a,
                 Err(e) => {
+                    // Out of file descriptors, say: wait instead of spinning.
                     tracing::warn!(error = %e, "accepting a webhook connection failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             };
-            let (routes, metrics, acceptor, cancel) = (
-                routes.clone(),
-                metrics.clone(),
-                acceptor.clone(),
-                cancel.clone(),
-            );
+            let (shared, acceptor, cancel) = (shared.clone(), acceptor.clone(), cancel.clone());
+            let handshake = shared.limits.header_read_timeout;
             connections.spawn(async move {
+                let _slot = slot;
                 match acceptor {
                     Some(acceptor) => {
-                        match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp))
-                            .await
-                        {
-                            Ok(Ok(tls)) => serve_connection(tls, routes, metrics, cancel).await,
+                        match tokio::time::timeout(handshake, acceptor.accept(tcp)).await {
+                            Ok(Ok(tls)) => serve_connection(tls, shared, cancel).await,
                             Ok(Err(e)) => {
                                 tracing::debug!(%peer, "webhook TLS handshake failed: {e}");
                             }
                             Err(_) => tracing::debug!(%peer, "webhook TLS handshake timed out"),
                         }
                     }
-                    None => serve_connection(tcp, routes, metrics, cancel).await,
+                    None => serve_connection(tcp, shared, cancel).await,
                 }
             });
         }
@@ -601,27 +677,99 @@ impl WebhookServer {
 
 type Routes = Arc<HashMap<String, Arc<dyn Endpoint>>>;
 
-async fn serve_connection<I>(
-    io: I,
+/// What every connection of a running server shares.
+struct Serving {
     routes: Routes,
     metrics: Option<WebhookMetrics>,
-    cancel: CancellationToken,
-) where
+    /// Requests read and handled at once ([`WebhookLimits::max_concurrent_requests`]).
+    seats: tokio::sync::Semaphore,
+    limits: WebhookLimits,
+}
+
+/// Requests in flight on one connection, and when the last one ended.
+struct Activity {
+    in_flight: std::sync::atomic::AtomicUsize,
+    idle_since: std::sync::Mutex<tokio::time::Instant>,
+}
+
+/// One request in flight on a connection, until dropped.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn start(activity: &Arc<Activity>) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        Self(activity.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *self.0.idle_since.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+async fn serve_connection<I>(io: I, shared: Arc<Serving>, cancel: CancellationToken)
+where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req: Request<Incoming>| {
-        let (routes, metrics) = (routes.clone(), metrics.clone());
-        async move { Ok::<_, Infallible>(handle(req, &routes, metrics.as_ref()).await) }
+    let activity = Arc::new(Activity {
+        in_flight: std::sync::atomic::AtomicUsize::new(0),
+        idle_since: std::sync::Mutex::new(tokio::time::Instant::now()),
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let per_request = shared.clone();
+    let requests = activity.clone();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let (shared, busy) = (per_request.clone(), Busy::start(&requests));
+        async move {
+            let resp = handle(req, &shared).await;
+            drop(busy);
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(shared.limits.header_read_timeout);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_concurrent_streams(shared.limits.max_concurrent_streams)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(10));
     let conn = builder.serve_connection(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
+    let idle_timeout = shared.limits.idle_timeout;
+    // Closes the connection once no request has been in flight for the idle timeout
+    // (hyper bounds a started request's headers, not a connection that sends nothing).
+    let idle = async {
+        loop {
+            let since = *activity
+                .idle_since
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let deadline = since + idle_timeout;
+            if activity.in_flight.load(Ordering::Acquire) == 0
+                && tokio::time::Instant::now() >= deadline
+            {
+                return;
+            }
+            let next = if activity.in_flight.load(Ordering::Acquire) == 0 {
+                deadline
+            } else {
+                tokio::time::Instant::now() + idle_timeout
+            };
+            tokio::time::sleep_until(next).await;
+        }
+    };
     tokio::select! {
         r = conn.as_mut() => {
             if let Err(e) = r {
                 tracing::debug!("webhook connection ended: {e}");
             }
         }
+        () = idle => tracing::debug!("webhook connection idle: closed"),
         () = cancel.cancelled() => {
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, conn).await;
@@ -629,13 +777,30 @@ async fn serve_connection<I>(
     }
 }
 
-async fn handle(
-    req: Request<Incoming>,
-    routes: &HashMap<String, Arc<dyn Endpoint>>,
-    metrics: Option<&WebhookMetrics>,
-) -> Response<Full<Bytes>> {
+/// One request in `controller_runtime_webhook_requests_in_flight`, until dropped (also
+/// when the peer goes away mid-request and hyper drops the request's future).
+struct InFlight(Option<Gauge>);
+
+impl InFlight {
+    fn start(gauge: Option<Gauge>) -> Self {
+        if let Some(g) = &gauge {
+            g.inc();
+        }
+        Self(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(g) = &self.0 {
+            g.dec();
+        }
+    }
+}
+
+async fn handle(req: Request<Incoming>, shared: &Serving) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
-    let Some(endpoint) = routes.get(&path) else {
+    let Some(endpoint) = shared.routes.get(&path) else {
         return plain(StatusCode::NOT_FOUND, format!("no webhook at {path}\n"));
     };
     if req.method() != Method::POST {
@@ -644,45 +809,106 @@ async fn handle(
             "webhooks accept POST only\n".into(),
         );
     }
-    let json = req
+    let metrics = shared.metrics.as_ref();
+    let Ok(_seat) = shared.seats.acquire().await else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into());
+    };
+    let _in_flight = InFlight::start(metrics.map(|m| m.in_flight(&path)));
+    let started = Instant::now();
+    let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim() == "application/json")
-        });
+        .unwrap_or("")
+        .to_string();
+    let json = content_type
+        .split(';')
+        .next()
+        .is_some_and(|t| t.trim() == "application/json");
+    let answer = |(status, body): (StatusCode, Vec<u8>)| {
+        if let Some(m) = metrics {
+            m.observe(&path, status.as_u16(), started.elapsed(), Outcome::Failed);
+        }
+        json_response(status, body)
+    };
+    // Answered as controller-runtime answers them: in the review (HTTP 200, not
+    // allowed, code 400), which the API server honours whatever the webhook's
+    // failurePolicy, where an HTTP error would count as the webhook failing (and
+    // `failurePolicy: Ignore` would admit).
     if !json {
-        return plain(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "the body must be application/json\n".into(),
-        );
+        return answer(endpoint.reject(
+            400,
+            &format!("contentType={content_type}, expected application/json"),
+            b"",
+        ));
     }
-    let in_flight = metrics.map(|m| m.in_flight(&path));
-    if let Some(g) = &in_flight {
-        g.inc();
-    }
-    let started = Instant::now();
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            if let Some(g) = &in_flight {
-                g.dec();
-            }
-            return plain(
-                StatusCode::BAD_REQUEST,
-                format!("reading the request body failed: {e}\n"),
-            );
+    let read = Limited::new(req.into_body(), MAX_BODY).collect();
+    let body = match tokio::time::timeout(shared.limits.body_read_timeout, read).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return answer(endpoint.reject(
+                400,
+                &format!("request entity is too large; limit is {MAX_BODY} bytes"),
+                b"",
+            ));
+        }
+        Ok(Err(e)) => {
+            return answer(endpoint.reject(
+                400,
+                &format!("unable to read the body from the incoming request: {e}"),
+                b"",
+            ));
+        }
+        Err(_) => {
+            return answer(endpoint.reject(
+                400,
+                "unable to read the body from the incoming request: timed out",
+                b"",
+            ));
         }
     };
-    let (status, body, outcome) = endpoint.call(body).await;
+    if body.is_empty() {
+        return answer(endpoint.reject(400, "request body is empty", b""));
+    }
+    // A handler that panics or hangs still gets an answer in the review.
+    let call = std::panic::AssertUnwindSafe(endpoint.call(body.clone()));
+    let outcome = tokio::time::timeout(
+        shared.limits.handler_timeout,
+        futures::FutureExt::catch_unwind(call),
+    )
+    .await;
+    let (status, out, outcome) = match outcome {
+        Ok(Ok(done)) => done,
+        Ok(Err(panic)) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            tracing::error!(webhook = %path, panic = %why, "webhook handler panicked");
+            let (status, out) =
+                endpoint.failed(&format!("the webhook handler panicked: {why}"), &body);
+            (status, out, Outcome::Failed)
+        }
+        Err(_) => {
+            tracing::error!(webhook = %path, timeout = ?shared.limits.handler_timeout, "webhook handler timed out");
+            let (status, out) = endpoint.failed(
+                &format!(
+                    "the webhook handler did not answer within {:?}",
+                    shared.limits.handler_timeout
+                ),
+                &body,
+            );
+            (status, out, Outcome::Failed)
+        }
+    };
     if let Some(m) = metrics {
         m.observe(&path, status.as_u16(), started.elapsed(), outcome);
     }
-    if let Some(g) = &in_flight {
-        g.dec();
-    }
+    json_response(status, out)
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
@@ -730,17 +956,19 @@ where
     K: DeserializeOwned + Send + 'static,
     F: Send + Sync,
 {
+    fn reject(&self, code: u16, message: &str, body: &[u8]) -> (StatusCode, Vec<u8>) {
+        reject_review(code, message, body)
+    }
+
     fn call(&self, body: Bytes) -> BoxFuture<'static, (StatusCode, Vec<u8>, Outcome)> {
         let handler = self.handler.clone();
         Box::pin(async move {
             let review: AdmissionReview = match serde_json::from_slice(&body) {
                 Ok(r) => r,
                 Err(e) => {
-                    return (
-                        StatusCode::BAD_REQUEST,
-                        error_body(&format!("the body is not an AdmissionReview: {e}")),
-                        Outcome::Failed,
-                    );
+                    let (status, out) =
+                        rejected(&format!("the body is not an AdmissionReview: {e}"), &body);
+                    return (status, out, Outcome::Failed);
                 }
             };
             let api_version = if review.api_version.is_empty() {
@@ -749,11 +977,8 @@ where
                 review.api_version.clone()
             };
             let Some(raw) = review.request else {
-                return (
-                    StatusCode::BAD_REQUEST,
-                    error_body("the AdmissionReview has no request"),
-                    Outcome::Failed,
-                );
+                let (status, out) = rejected("the AdmissionReview has no request", &body);
+                return (status, out, Outcome::Failed);
             };
             let uid = raw.uid.clone();
             let original = raw.object.clone();
@@ -801,6 +1026,43 @@ where
             )
         })
     }
+}
+
+/// An admission request denied in its review (HTTP 200, not allowed, `code`), as
+/// controller-runtime answers a request it cannot read: the API server then refuses the
+/// request whatever the webhook's failurePolicy.
+fn reject_review(code: u16, message: &str, body: &[u8]) -> (StatusCode, Vec<u8>) {
+    // The uid and version of the review, when what was read of it says.
+    let review: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let uid = review
+        .pointer("/request/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let api_version = review
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| v.starts_with("admission.k8s.io/"))
+        .unwrap_or("admission.k8s.io/v1");
+    let reason = if code == 400 {
+        "BadRequest"
+    } else {
+        "InternalError"
+    };
+    let answer = AdmissionReview {
+        api_version: api_version.to_string(),
+        kind: "AdmissionReview".into(),
+        request: None,
+        response: Some(Verdict::deny_with(code, reason, message).response(uid)),
+    };
+    (
+        StatusCode::OK,
+        serde_json::to_vec(&answer).unwrap_or_default(),
+    )
+}
+
+/// A review that cannot be read, denied in the review.
+fn rejected(message: &str, body: &[u8]) -> (StatusCode, Vec<u8>) {
+    reject_review(400, message, body)
 }
 
 fn decode_request<K: DeserializeOwned>(
@@ -886,6 +1148,12 @@ impl<F> Endpoint for ConversionEndpoint<F>
 where
     F: Fn(Value, &str) -> Result<Value, String> + Send + Sync + 'static,
 {
+    fn reject(&self, code: u16, message: &str, _body: &[u8]) -> (StatusCode, Vec<u8>) {
+        // A conversion has no failure policy: an HTTP error fails it, as it should.
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
+        (status, error_body(message))
+    }
+
     fn call(&self, body: Bytes) -> BoxFuture<'static, (StatusCode, Vec<u8>, Outcome)> {
         let review: Result<ConversionReview, _> = serde_json::from_slice(&body);
         let result = match review {

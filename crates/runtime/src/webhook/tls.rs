@@ -7,20 +7,28 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::WebhookError;
 
-/// Resolves the server certificate from a PEM certificate chain and key on disk. Each
-/// handshake re-reads both files (a few kilobytes) and, when their bytes changed, parses
-/// them again; a pair that does not parse (e.g. caught half-written) is logged and the
-/// previous certificate stays in use.
+/// Resolves the server certificate from a PEM certificate chain and key on disk. A
+/// handshake never waits for the disk: it gets the certificate in hand and, unless a
+/// check is already under way, starts one on a blocking thread that re-reads both files
+/// (a few kilobytes) and, when their bytes changed, parses them again; the next
+/// handshakes get the new certificate. A pair that does not parse (e.g. caught
+/// half-written) is logged and the previous certificate stays in use.
 #[derive(Debug)]
-pub(crate) struct ReloadingCert {
+pub(crate) struct ReloadingCert(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
     cert: PathBuf,
     key: PathBuf,
     provider: Arc<CryptoProvider>,
     current: Mutex<Loaded>,
+    /// A check of the files is under way.
+    checking: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -46,7 +54,7 @@ impl ReloadingCert {
                 key.display()
             ))
         })?;
-        Ok(Self {
+        Ok(Self(Arc::new(Inner {
             cert,
             key,
             provider,
@@ -55,17 +63,48 @@ impl ReloadingCert {
                 key_pem,
                 key: loaded,
             }),
-        })
+            checking: AtomicBool::new(false),
+        })))
     }
 
-    fn refresh(&self) -> Arc<CertifiedKey> {
+    fn current(&self) -> Arc<CertifiedKey> {
+        self.0
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .key
+            .clone()
+    }
+
+    /// Starts a check of the files unless one runs: on a blocking thread when there is a
+    /// Tokio runtime, else here.
+    fn check_soon(&self) {
+        if self.0.checking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inner = self.0.clone();
+        let check = move || {
+            inner.refresh();
+            inner.checking.store(false, Ordering::Release);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(check);
+            }
+            Err(_) => check(),
+        }
+    }
+}
+
+impl Inner {
+    fn refresh(&self) {
+        let (Ok(cert_pem), Ok(key_pem)) = (read(&self.cert), read(&self.key)) else {
+            return;
+        };
         let mut current = self
             .current
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (Ok(cert_pem), Ok(key_pem)) = (read(&self.cert), read(&self.key)) else {
-            return current.key.clone();
-        };
         if cert_pem != current.cert_pem || key_pem != current.key_pem {
             match parse(&cert_pem, &key_pem, &self.provider) {
                 Ok(key) => {
@@ -81,13 +120,14 @@ impl ReloadingCert {
                 }
             }
         }
-        current.key.clone()
     }
 }
 
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.refresh())
+        let key = self.current();
+        self.check_soon();
+        Some(key)
     }
 }
 
