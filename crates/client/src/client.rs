@@ -781,11 +781,35 @@ fn is_gzip(h: &http::HeaderMap) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("gzip"))
 }
 
+/// How many times its compressed size a gzipped body may grow to, past
+/// [`GUNZIP_FLOOR`]: JSON lists compress 10 to 20 times, a gzip bomb a thousand.
+const GUNZIP_RATIO: usize = 100;
+/// A gzipped body may always unpack to this much.
+const GUNZIP_FLOOR: usize = 64 << 20;
+
+/// Unpacks a gzipped body, refusing one that would grow past `GUNZIP_RATIO` times its
+/// size (and `GUNZIP_FLOOR`): whoever answers (a pod behind `Api::proxy`, say) chooses
+/// `Content-Encoding`.
 fn gunzip(b: &[u8]) -> Result<Bytes> {
+    gunzip_within(b, GUNZIP_FLOOR)
+}
+
+fn gunzip_within(b: &[u8], floor: usize) -> Result<Bytes> {
+    let limit = b.len().saturating_mul(GUNZIP_RATIO).max(floor);
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(b)
+        .take(limit as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|e| Error::Body(Box::new(e)))?;
+    if out.len() > limit {
+        return Err(Error::Body(Box::new(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "a gzipped body of {} bytes unpacks to more than {limit} bytes",
+                b.len()
+            ),
+        ))));
+    }
     Ok(Bytes::from(out))
 }
 
@@ -830,6 +854,34 @@ pub fn parse_warning(h: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gunzip_refuses_a_bomb_and_keeps_ordinary_bodies() {
+        use std::io::Write;
+        let pack = |data: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        };
+        // With a 1 MiB floor (64 MiB in use): 4 MiB of zeros pack into ~4 KiB, a
+        // thousand times; refused.
+        let bomb = pack(&vec![0u8; 4 << 20]);
+        assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+        let err = gunzip_within(&bomb, 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("unpacks to more than"), "{err}");
+        // Within the floor, any ratio is fine; past it, up to 100 times.
+        assert_eq!(gunzip_within(&bomb, 8 << 20).unwrap().len(), 4 << 20);
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let noise: Vec<u8> = (0..(2u32 << 20))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_eq!(gunzip_within(&pack(&noise), 0).unwrap().len(), 2 << 20);
+    }
 
     type Frames = http_body_util::StreamBody<
         futures::stream::Iter<

@@ -86,8 +86,9 @@ impl fmt::Debug for ExecConfig {
     }
 }
 
-/// Cluster information passed to an exec plugin (`spec.cluster` of the request).
-#[derive(Clone, Debug, Default)]
+/// Cluster information passed to an exec plugin (`spec.cluster` of the request). Its
+/// `Debug` hides user information in `server` and `proxy_url`.
+#[derive(Clone, Default)]
 pub struct ExecClusterInfo {
     /// `server`.
     pub server: String,
@@ -103,6 +104,27 @@ pub struct ExecClusterInfo {
     pub disable_compression: bool,
     /// The cluster's `client.authentication.k8s.io/exec` extension, sent as `config`.
     pub config: Option<serde_json::Value>,
+}
+
+impl fmt::Debug for ExecClusterInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use super::redact_url;
+        f.debug_struct("ExecClusterInfo")
+            .field("server", &redact_url(&self.server))
+            .field("tls_server_name", &self.tls_server_name)
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field(
+                "certificate_authority_data",
+                &self.certificate_authority_data.as_ref().map(Vec::len),
+            )
+            .field("proxy_url", &self.proxy_url.as_deref().map(redact_url))
+            .field("disable_compression", &self.disable_compression)
+            .field(
+                "config",
+                &self.config.as_ref().map(|_| "[plugin configuration]"),
+            )
+            .finish()
+    }
 }
 
 /// The `status` of an `ExecCredential` returned by a plugin.

@@ -98,8 +98,9 @@ pub struct NamedCluster {
     pub cluster: Cluster,
 }
 
-/// A cluster: where the API server is and how to trust it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// A cluster: where the API server is and how to trust it. Its `Debug` hides the user
+/// information of `server` and `proxy-url` (`user:password@`).
+#[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Cluster {
     /// `server`: the API server URL.
@@ -260,6 +261,27 @@ pub struct AuthInfo {
 }
 
 const REDACTED: &str = "[redacted]";
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("server", &self.server.as_deref().map(super::redact_url))
+            .field("tls_server_name", &self.tls_server_name)
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("certificate_authority", &self.certificate_authority)
+            .field(
+                "certificate_authority_data",
+                &self.certificate_authority_data.as_ref().map(|d| d.len()),
+            )
+            .field(
+                "proxy_url",
+                &self.proxy_url.as_deref().map(super::redact_url),
+            )
+            .field("disable_compression", &self.disable_compression)
+            .field("extensions", &self.extensions)
+            .finish()
+    }
+}
 
 fn redact_opt<T>(v: &Option<T>) -> Option<&'static str> {
     v.as_ref().map(|_| REDACTED)

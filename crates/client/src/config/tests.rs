@@ -599,6 +599,28 @@ fn kubeconfig_roundtrips_through_yaml() {
 // ---------------------------------------------------------------- secrets
 
 #[test]
+fn user_info_in_cluster_urls_is_redacted_in_debug() {
+    use super::exec::ExecClusterInfo;
+    let cluster = Cluster {
+        server: Some("https://u:s3cret@api.example".into()),
+        proxy_url: Some("http://p:pr0xy@proxy:3128".into()),
+        ..Default::default()
+    };
+    let info = ExecClusterInfo {
+        server: "https://u:s3cret@api.example".into(),
+        proxy_url: Some("http://p:pr0xy@proxy:3128".into()),
+        ..Default::default()
+    };
+    for text in [format!("{cluster:?}"), format!("{info:#?}")] {
+        assert!(
+            !text.contains("s3cret") && !text.contains("pr0xy"),
+            "{text}"
+        );
+        assert!(text.contains("https://[redacted]@api.example"), "{text}");
+    }
+}
+
+#[test]
 fn debug_output_contains_no_secrets() {
     let key = fixture_bytes("client-ec-key.pem");
     let yaml = format!(

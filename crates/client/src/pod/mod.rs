@@ -127,19 +127,30 @@ pub struct EvictParams {
 }
 
 /// Log lines: splits a byte stream at `\n`, keeping a line cut across chunks whole.
+/// The longest log line kept whole: a longer one is cut into lines of this length (the
+/// kubelet writes container logs in lines of at most 16 KiB anyway).
+pub const MAX_LOG_LINE: usize = 1 << 20;
+
 fn lines<S>(chunks: S) -> impl Stream<Item = Result<String>> + Send
 where
     S: Stream<Item = Result<Bytes>> + Send + Unpin,
 {
+    // `scanned`: bytes of `pending` known to hold no newline.
     futures::stream::unfold(
-        (chunks, Vec::<u8>::new(), false),
-        |(mut chunks, mut pending, mut ended)| async move {
+        (chunks, Vec::<u8>::new(), 0usize, false),
+        |(mut chunks, mut pending, mut scanned, mut ended)| async move {
             loop {
-                if let Some(pos) = memchr::memchr(b'\n', &pending) {
-                    let mut line: Vec<u8> = pending.drain(..=pos).collect();
+                if let Some(pos) = memchr::memchr(b'\n', &pending[scanned..]) {
+                    let mut line: Vec<u8> = pending.drain(..=scanned + pos).collect();
                     line.pop();
                     let text = String::from_utf8_lossy(&line).into_owned();
-                    return Some((Ok(text), (chunks, pending, ended)));
+                    return Some((Ok(text), (chunks, pending, 0, ended)));
+                }
+                scanned = pending.len();
+                if pending.len() >= MAX_LOG_LINE {
+                    let line: Vec<u8> = pending.drain(..MAX_LOG_LINE).collect();
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    return Some((Ok(text), (chunks, pending, 0, ended)));
                 }
                 if ended {
                     if pending.is_empty() {
@@ -147,13 +158,13 @@ where
                     }
                     let text = String::from_utf8_lossy(&pending).into_owned();
                     pending.clear();
-                    return Some((Ok(text), (chunks, pending, ended)));
+                    return Some((Ok(text), (chunks, pending, 0, ended)));
                 }
                 match chunks.next().await {
                     Some(Ok(b)) => pending.extend_from_slice(&b),
                     Some(Err(e)) => {
                         ended = true;
-                        return Some((Err(e), (chunks, pending, ended)));
+                        return Some((Err(e), (chunks, pending, scanned, ended)));
                     }
                     None => ended = true,
                 }
@@ -396,6 +407,21 @@ impl<K: Resource> Api<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_line_without_end_is_cut_at_the_limit() {
+        let big = vec![b'x'; MAX_LOG_LINE * 2 + 10];
+        let chunks = futures::stream::iter(
+            big.chunks(64 * 1024)
+                .map(|c| Ok(Bytes::copy_from_slice(c)))
+                .chain([Ok(Bytes::from_static(b"\nnext\n"))])
+                .collect::<Vec<_>>(),
+        );
+        let got: Vec<String> = lines(chunks).map(|l| l.unwrap_or_default()).collect().await;
+        let lens: Vec<usize> = got.iter().map(String::len).collect();
+        assert_eq!(lens, [MAX_LOG_LINE, MAX_LOG_LINE, 10, 4]);
+        assert_eq!(got[3], "next");
+    }
 
     #[tokio::test]
     async fn lines_across_chunks() {

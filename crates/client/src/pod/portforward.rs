@@ -275,9 +275,24 @@ impl LocalForward {
             .local_addr()
             .map_err(|e| Error::WebSocket(Box::new(e)))?;
         let task = tokio::spawn(async move {
+            // Backs off on accept errors (out of file descriptors, say) instead of
+            // spinning: 5 ms doubling to 1 s, as Go's http.Server does.
+            let mut backoff = std::time::Duration::ZERO;
             loop {
-                let Ok((mut tcp, peer)) = listener.accept().await else {
-                    continue;
+                let (mut tcp, peer) = match listener.accept().await {
+                    Ok(a) => {
+                        backoff = std::time::Duration::ZERO;
+                        a
+                    }
+                    Err(e) => {
+                        backoff = (backoff * 2).clamp(
+                            std::time::Duration::from_millis(5),
+                            std::time::Duration::from_secs(1),
+                        );
+                        tracing::warn!(error = %e, ?backoff, "port-forward: accepting a local connection failed");
+                        tokio::time::sleep(backoff).await;
+                        continue;
+                    }
                 };
                 let api = api.clone();
                 let pod = pod.clone();
