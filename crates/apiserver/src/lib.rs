@@ -17,6 +17,7 @@ pub mod fuzzing;
 mod http;
 mod kubelet;
 mod openapi;
+mod private_files;
 mod protobuf;
 mod registry;
 mod storage;
@@ -29,3 +30,4 @@ pub use crate::kubelet::{
     ContainerRef, DEFAULT_NODE, ExecHandler, ExecSession, Kubelet, LogSource, Output, PodRef,
     PortForwarder, PortTarget, SessionKind, Stdin, TerminalSize,
 };
+pub use crate::private_files::write_private;

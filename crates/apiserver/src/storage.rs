@@ -421,7 +421,8 @@ fn object_rv(o: &Value) -> u64 {
 fn compact(dir: &Path, inner: &Inner, space: &Space) -> io::Result<()> {
     let tmp = dir.join(LOG_TMP);
     let write = || -> io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
+        // Owner-only, as etcd's files: the log holds Secrets in plain text.
+        let mut file = crate::private_files::private_file_options()
             .write(true)
             .create(true)
             .truncate(true)
@@ -616,7 +617,7 @@ impl Storage {
     }
 
     fn open_with(dir: &Path, history_cap: usize, space: Space) -> io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        crate::private_files::create_private_dir(dir)?;
         let path = dir.join(LOG);
         let legacy = dir.join(LEGACY_LOG);
         // Left by a compaction that did not finish; the log itself is complete.
@@ -710,7 +711,7 @@ impl Storage {
                         "could not compact {} ({e}); continuing with the log as it is",
                         path.display()
                     );
-                    let file = std::fs::OpenOptions::new()
+                    let file = crate::private_files::private_file_options()
                         .create(true)
                         .append(true)
                         .open(&path)?;
@@ -1067,6 +1068,26 @@ mod tests {
             "regarding": {"kind": "Pod", "name": "p"}, "eventTime": "2026-12-04T12:00:00.000000Z",
             "reportingController": "x.io/c", "reportingInstance": "c-1", "action": "A",
             "reason": "R", "type": "Normal"})
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_data_directory_and_its_log_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("data");
+        {
+            let s = Storage::open(&dir, 100).unwrap();
+            s.mutate_key::<StorageError>(EVENTS_V1, "ns", "a", |_, _| {
+                Ok(Mutation::Put(v1_event("a", "secret")))
+            })
+            .unwrap();
+        }
+        // Reopened: the log is rewritten by compaction, still owner-only.
+        drop(Storage::open(&dir, 100).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(LOG)), 0o600);
     }
 
     #[test]

@@ -259,20 +259,10 @@ fn kubeconfig_with_users(
     serde_saphyr::to_string(&kc).map_err(|e| format!("kubeconfig: {e}"))
 }
 
-/// Writes the kubeconfig (owner-only: it holds tokens) and the CA next to it.
+/// Writes the kubeconfig (owner-only: it holds tokens; a file or symlink already there is
+/// replaced, not written through) and the CA next to it.
 fn write_kubeconfig(path: &std::path::Path, yaml: &str, ca: Option<&str>) -> std::io::Result<()> {
-    use std::io::Write;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    opts.open(path)?.write_all(yaml.as_bytes())?;
+    kubewright_apiserver::write_private(path, yaml.as_bytes())?;
     if let Some(ca) = ca {
         std::fs::write(path.with_file_name("ca.crt"), ca)?;
     }

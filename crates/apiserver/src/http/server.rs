@@ -789,10 +789,8 @@ impl TestServer {
 
     /// Writes the kubeconfig (and the CA next to it) to `path`.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<PathBuf, std::io::Error> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(path, self.kubeconfig())?;
+        // Owner-only (it may hold a token), replacing whatever was at `path`.
+        crate::private_files::write_private(path, self.kubeconfig().as_bytes())?;
         if let Some(t) = &self.tls {
             let ca = path.with_file_name("ca.crt");
             std::fs::write(&ca, &t.ca_pem)?;
