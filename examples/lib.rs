@@ -141,6 +141,8 @@ pub mod guides {
     pub mod kubelet {}
     #[doc = include_str!("../docs/first-operator.md")]
     pub mod first_operator {}
+    #[doc = include_str!("../docs/security.md")]
+    pub mod security {}
 }
 
 #[cfg(test)]

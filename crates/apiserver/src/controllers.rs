@@ -50,7 +50,10 @@ pub async fn run(srv: Arc<ApiServer>, stop: CancellationToken) {
         for _ in 0..8 {
             let before = srv.storage.current_rv();
             reconcile_all(&srv);
-            workloads::reconcile(&srv).await;
+            let pass = std::panic::AssertUnwindSafe(workloads::reconcile(&srv));
+            if let Err(panic) = futures::FutureExt::catch_unwind(pass).await {
+                report_panic("workloads", panic.as_ref());
+            }
             if srv.storage.current_rv() == before {
                 break;
             }
@@ -58,20 +61,55 @@ pub async fn run(srv: Arc<ApiServer>, stop: CancellationToken) {
     }
 }
 
-/// One pass of every controller.
+/// One pass of every controller. A controller that panics is reported and skipped for
+/// this pass, as controller-runtime recovers a reconciler's panic: the others still run,
+/// and it runs again on the next pass.
 pub fn reconcile_all(srv: &Arc<ApiServer>) {
-    crds(srv);
-    namespaces(srv);
-    gc::collect(srv);
-    crate::controllers::bootstrap::aggregate_cluster_roles(srv);
-    disruption::reconcile(srv);
-    service_ips(srv);
-    quotas(srv);
-    crate::controllers::bootstrap::api_services(srv);
-    service_cidrs(srv);
-    storage_protection(srv);
-    resource_claims::reconcile(srv);
-    nodes::reconcile(srv);
+    let passes: [(&str, Pass); 12] = [
+        ("crd", |s| crds(s)),
+        ("namespace", |s| namespaces(s)),
+        ("garbage-collector", |s| gc::collect(s)),
+        ("clusterrole-aggregation", |s| {
+            crate::controllers::bootstrap::aggregate_cluster_roles(s)
+        }),
+        ("disruption", |s| disruption::reconcile(s)),
+        ("service-ip", |s| service_ips(s)),
+        ("resourcequota", |s| quotas(s)),
+        ("apiservice", |s| {
+            crate::controllers::bootstrap::api_services(s)
+        }),
+        ("service-cidr", |s| service_cidrs(s)),
+        ("storage-protection", |s| storage_protection(s)),
+        ("resourceclaim", |s| resource_claims::reconcile(s)),
+        ("node-lifecycle", |s| nodes::reconcile(s)),
+    ];
+    for (name, pass) in passes {
+        guarded(name, || pass(srv));
+    }
+}
+
+/// One controller's pass over the whole store.
+type Pass = fn(&Arc<ApiServer>);
+
+/// Runs one controller's pass, reporting a panic instead of letting it end the loop
+/// that runs every controller.
+fn guarded(name: &str, pass: impl FnOnce()) -> bool {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(pass)) {
+        Ok(()) => true,
+        Err(panic) => {
+            report_panic(name, panic.as_ref());
+            false
+        }
+    }
+}
+
+fn report_panic(controller: &str, panic: &(dyn std::any::Any + Send)) {
+    let why = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    tracing::error!(controller, panic = %why, "an embedded controller panicked; it runs again on the next pass");
 }
 
 const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
@@ -624,5 +662,24 @@ pub(crate) fn service_ips(srv: &ApiServer) {
             "spec": {"parentRef": {"resource": "services", "namespace": ns, "name": name}},
         });
         let _ = srv.create_object(&def, "", obj, "kube-apiserver", false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_controller_does_not_stop_the_others() {
+        let ran = std::cell::Cell::new(Vec::new());
+        let log = |name: &str| {
+            let mut v = ran.take();
+            v.push(name.to_string());
+            ran.set(v);
+        };
+        assert!(guarded("first", || log("first")));
+        assert!(!guarded("broken", || panic!("a bad object")));
+        assert!(guarded("after", || log("after")));
+        assert_eq!(ran.take(), ["first", "after"]);
     }
 }

@@ -105,6 +105,59 @@ pub fn fields_v1_reencode(fields_v1: &Value) -> Value {
     crate::registry::fields::to_fields_v1(&crate::registry::fields::from_fields_v1(fields_v1))
 }
 
+/// Serves kubectl's port-forward protocol over SPDY on `input`, the client's bytes
+/// followed by end of file, with every port refused except 80 (an echo), as the simulated
+/// kubelet serves it; the server's frames are read and dropped. Returns when the session
+/// ends (at the end of the input, or on a protocol error, as `Err`), or after 5 seconds
+/// of virtual time at most.
+pub async fn spdy_session(input: &[u8]) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let (mut rd, mut wr) = tokio::io::split(client);
+    let input = input.to_vec();
+    let feed = tokio::spawn(async move {
+        let _ = wr.write_all(&input).await;
+        let _ = wr.shutdown().await;
+        // Keep our side open until the server is done (a drop would cut its output).
+        std::future::pending::<()>().await;
+    });
+    let drain = tokio::spawn(async move {
+        let mut buf = vec![0u8; 1 << 16];
+        while matches!(rd.read(&mut buf).await, Ok(n) if n > 0) {}
+    });
+    let dial = |port: u16| async move {
+        if port != 80 {
+            return Err(format!("connection refused on port {port}"));
+        }
+        let (a, mut b) = tokio::io::duplex(1024);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = b.read(&mut buf).await {
+                if n == 0 || b.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(a)
+    };
+    let session = crate::http::spdy::portforward(server, dial);
+    let result = match tokio::time::timeout(std::time::Duration::from_secs(5), session).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Ok(()),
+    };
+    feed.abort();
+    drain.abort();
+    result
+}
+
+/// Parses an uncompressed SPDY header block as the port-forward server does: the number
+/// of header values, or why the block is refused.
+pub fn spdy_header_block(block: &[u8]) -> Result<usize, String> {
+    crate::http::spdy::parse_header_block(block)
+        .map(|h| h.len())
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

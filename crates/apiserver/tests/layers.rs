@@ -6,6 +6,7 @@ use std::path::Path;
 
 /// Bottom to top; modules on one line are peers and may use each other.
 const LAYERS: &[&[&str]] = &[
+    &["private_files"],
     &["storage"],
     &["error"],
     &["protobuf"],

@@ -1002,4 +1002,43 @@ async fn attach_and_port_forward_embedded_only() {
         (code, body.as_str()),
         (400, "query parameter \"port\" is required")
     );
+
+    // More ports than the protocol's channel byte (or base64 digit) can name: refused
+    // (over base64, 105 ports used to overflow the digit and end the server task).
+    let many = |n: u16| {
+        let list: Vec<String> = (1..=n).map(|p| p.to_string()).collect();
+        format!(
+            "/api/v1/namespaces/default/pods/p/portforward?ports={}",
+            list.join(",")
+        )
+    };
+    let (code, body) = ws(&s, &many(105), &["v4.base64.channel.k8s.io"])
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            400,
+            "105 ports requested; v4.base64.channel.k8s.io carries at most 40"
+        )
+    );
+    let (code, _) = ws(&s, &many(129), &["v4.channel.k8s.io"])
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(code, 400);
+    // 40 over base64: the last port's channels are '0' + 78 and '0' + 79, still ASCII.
+    let (mut w, _) = ws(&s, &many(40), &["v4.base64.channel.k8s.io"])
+        .await
+        .unwrap();
+    let mut digits = Vec::new();
+    for _ in 0..80 {
+        match pods::next(&mut w).await {
+            Some(Message::Text(t)) => digits.push(t.as_bytes()[0]),
+            m => panic!("{m:?}"),
+        }
+    }
+    assert_eq!(digits.iter().max(), Some(&(b'0' + 79)));
+    w.close(None).await.unwrap();
 }

@@ -386,7 +386,7 @@ fn stream_id(body: &[u8]) -> Result<u32, SpdyError> {
 
 /// Parses an uncompressed header block: a count, then length-prefixed names and values
 /// (several values of one name are separated by NUL).
-fn parse_header_block(mut b: &[u8]) -> Result<Vec<(String, String)>, SpdyError> {
+pub(crate) fn parse_header_block(mut b: &[u8]) -> Result<Vec<(String, String)>, SpdyError> {
     fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], SpdyError> {
         if b.len() < n {
             return Err(SpdyError::Protocol("a truncated header block".into()));

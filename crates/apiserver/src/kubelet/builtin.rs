@@ -205,14 +205,26 @@ async fn shell(s: &mut ExecSession) -> i32 {
     let Some(stdin) = s.stdin.take() else {
         return 0;
     };
-    let mut lines = tokio::io::BufReader::new(stdin).lines();
+    let mut stdin = tokio::io::BufReader::new(stdin);
     let mut code = 0;
     loop {
         if s.tty {
             out(&mut s.stdout, "$ ").await;
         }
-        let Ok(Some(line)) = lines.next_line().await else {
-            return code;
+        let line = match read_line(&mut stdin).await {
+            Line::End => return code,
+            Line::TooLong => {
+                let msg = format!("sh: a line over {MAX_SHELL_LINE} bytes\n");
+                let target = if s.stderr.is_some() {
+                    &mut s.stderr
+                } else {
+                    &mut s.stdout
+                };
+                out(target, &msg).await;
+                code = 2;
+                continue;
+            }
+            Line::Text(line) => line,
         };
         let line = line.trim_end_matches('\r');
         let argv = words(line);
@@ -223,9 +235,70 @@ async fn shell(s: &mut ExecSession) -> i32 {
     }
 }
 
+/// The longest line the built-in shell reads; a longer one is refused (and skipped to
+/// its end) instead of buffered without bound.
+const MAX_SHELL_LINE: usize = 64 * 1024;
+
+enum Line {
+    Text(String),
+    TooLong,
+    End,
+}
+
+/// Reads one line of at most [`MAX_SHELL_LINE`] bytes.
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> Line {
+    let mut buf = Vec::new();
+    match (&mut *r)
+        .take(MAX_SHELL_LINE as u64 + 1)
+        .read_until(b'\n', &mut buf)
+        .await
+    {
+        Ok(0) | Err(_) => return Line::End,
+        Ok(_) => {}
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        return Line::Text(String::from_utf8_lossy(&buf).into_owned());
+    }
+    if buf.len() <= MAX_SHELL_LINE {
+        // The last line, without a newline.
+        return Line::Text(String::from_utf8_lossy(&buf).into_owned());
+    }
+    // Skip the rest of the long line, a buffer at a time.
+    loop {
+        let (skip, found) = match r.fill_buf().await {
+            Ok([]) | Err(_) => return Line::TooLong,
+            Ok(b) => match b.iter().position(|&c| c == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (b.len(), false),
+            },
+        };
+        r.consume(skip);
+        if found {
+            return Line::TooLong;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn shell_lines_are_bounded() {
+        let long = "x".repeat(MAX_SHELL_LINE * 3);
+        let input = format!("echo a\r\n{long}\necho b\nlast");
+        let mut r = tokio::io::BufReader::new(input.as_bytes());
+        let mut got = Vec::new();
+        loop {
+            match read_line(&mut r).await {
+                Line::End => break,
+                Line::TooLong => got.push("<too long>".to_string()),
+                Line::Text(t) => got.push(t),
+            }
+        }
+        assert_eq!(got, ["echo a\r", "<too long>", "echo b", "last"]);
+    }
 
     #[test]
     fn shell_words() {

@@ -616,6 +616,20 @@ async fn stream(
         if let Some(p) = port_list.iter().find(|p| **p == 0) {
             return Ok(text_400(format!("port \"{p}\" must be > 0")));
         }
+        // Each port takes two channels, named by one byte (by one ASCII digit in the
+        // base64 protocols): more ports than the protocol can name are refused.
+        let max = ws::max_forwarded_ports(&proto);
+        if port_list.len() > max {
+            return Ok(text_400(format!(
+                "{} ports requested; {} carries at most {max}",
+                port_list.len(),
+                if proto.name.is_empty() {
+                    "channel.k8s.io"
+                } else {
+                    &proto.name
+                }
+            )));
+        }
         let targets: Vec<(u16, super::PortTarget)> = port_list
             .iter()
             .map(|p| (*p, k.ports.target(&pod_ref, *p)))

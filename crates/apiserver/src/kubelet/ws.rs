@@ -85,7 +85,9 @@ impl Proto {
         if self.base64 {
             use base64::Engine;
             let mut s = String::with_capacity(1 + data.len() * 4 / 3 + 4);
-            s.push(char::from(b'0' + channel));
+            // Channels past 79 have no ASCII digit; sessions never use them
+            // (`max_forwarded_ports`), and a wrapped byte is what Go's kubelet would send.
+            s.push(char::from(b'0'.wrapping_add(channel) & 0x7f));
             s.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
             Message::Text(s.into())
         } else {
@@ -487,6 +489,17 @@ pub(crate) async fn connect(target: PortTarget) -> Result<tokio::io::DuplexStrea
         PortTarget::Refuse(msg) => return Err(msg),
     }
     Ok(ours)
+}
+
+/// How many ports a port-forward session over `proto` can carry: port *i* uses
+/// channels `2i` and `2i+1`, one byte in the binary protocols, and in the base64 ones
+/// the ASCII character `'0' + channel`, which must stay below 128 to be text.
+pub(crate) fn max_forwarded_ports(proto: &Proto) -> usize {
+    if proto.base64 {
+        usize::from(127 - b'0').div_ceil(2)
+    } else {
+        128
+    }
 }
 
 /// Runs one port-forward session.
