@@ -27,7 +27,8 @@ pub use crate::http::api::{ApiServer, ServerOptions};
 pub use crate::http::limits::Limits;
 pub use crate::http::server::{ServeError, ServerBuilder, TestServer, TlsMaterial};
 pub use crate::kubelet::{
-    ContainerRef, DEFAULT_NODE, ExecHandler, ExecSession, Kubelet, LogSource, Output, PodRef,
-    PortForwarder, PortTarget, SessionKind, Stdin, TerminalSize,
+    ContainerRef, DEFAULT_MAX_STREAMING_SESSIONS, DEFAULT_NODE, DEFAULT_STREAMING_IDLE_TIMEOUT,
+    ExecHandler, ExecSession, Kubelet, LogSource, Output, PodRef, PortForwarder, PortTarget,
+    SessionKind, Stdin, TerminalSize,
 };
 pub use crate::private_files::write_private;

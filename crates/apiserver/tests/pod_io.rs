@@ -1042,3 +1042,69 @@ async fn attach_and_port_forward_embedded_only() {
     assert_eq!(digits.iter().max(), Some(&(b'0' + 79)));
     w.close(None).await.unwrap();
 }
+
+/// Streaming sessions are bounded: more than the kubelet's maximum at once are refused
+/// with 429, and one without a byte in either direction for the idle timeout is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_sessions_are_capped_and_idle_ones_closed_embedded_only() {
+    if kubewright_testing::embedded_only(SKIP) {
+        return;
+    }
+    let idle = Duration::from_millis(400);
+    let k = Kubelet::new()
+        .streaming_idle_timeout(idle)
+        .max_streaming_sessions(1);
+    let s = server(k).await;
+    pod(&s, "default", "p", &["c"], json!({})).await;
+    running(&s, "default", "p").await;
+
+    // A shell waiting for input: one session, the only one allowed.
+    let (mut first, _) = v5(&s, "command=sh&stdin=true&stdout=true").await;
+    let (code, body) = ws(
+        &s,
+        &exec_path("default", "p", "command=true&stdout=true"),
+        &["v5.channel.k8s.io"],
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(code, 429, "{body}");
+    // Activity keeps it open past the idle timeout...
+    let started = std::time::Instant::now();
+    for _ in 0..4 {
+        tokio::time::sleep(idle / 2).await;
+        send_ch(&mut first, 0, b"echo hi\n").await;
+    }
+    let mut seen = Vec::new();
+    // ...then silence closes it (a close or a dropped connection).
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), first.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => seen.extend_from_slice(&b[1..]),
+            Ok(Some(Ok(Message::Close(_))) | Some(Err(_)) | None) => break,
+            Ok(Some(Ok(_))) => {}
+            Err(_) => panic!("an idle session stayed open for 10 s"),
+        }
+    }
+    assert!(started.elapsed() >= idle * 2, "{:?}", started.elapsed());
+    assert!(String::from_utf8_lossy(&seen).contains("hi"), "{seen:?}");
+    // Its slot is free again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match ws(
+            &s,
+            &exec_path("default", "p", "command=true&stdout=true"),
+            &["v5.channel.k8s.io"],
+        )
+        .await
+        {
+            Ok((mut w, _)) => {
+                let _ = collect(&mut w).await;
+                break;
+            }
+            Err((429, _)) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}

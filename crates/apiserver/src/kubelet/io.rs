@@ -417,6 +417,19 @@ fn authorize_create(srv: &ApiServer, req: &Req, t: &Target, name: &str) -> Resul
     }
 }
 
+/// The answer when every streaming session slot is taken.
+fn too_many_sessions() -> Response<Body> {
+    let mut resp = h::text(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many streaming sessions (exec, attach, port-forward) are open; try again later",
+    );
+    resp.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    resp
+}
+
 fn text_400(msg: impl Into<String>) -> Response<Body> {
     h::text(StatusCode::BAD_REQUEST, msg)
 }
@@ -554,9 +567,15 @@ async fn stream(
                 ),
             ));
         }
+        let Some(slot) = k.session_slot() else {
+            return Ok(too_many_sessions());
+        };
         tokio::spawn(async move {
+            let _slot = slot;
             if let Ok(io) = on_upgrade.await {
-                spdy_forward(hyper_util::rt::TokioIo::new(io), k, pod_ref).await;
+                let timeout = k.idle_timeout();
+                let (io, activity) = super::idle::Watched::new(hyper_util::rt::TokioIo::new(io));
+                super::idle::until_idle(spdy_forward(io, k, pod_ref), activity, timeout).await;
             }
         });
         let mut resp = Response::new(
@@ -603,9 +622,15 @@ async fn stream(
         if proto.name == ws::SPDY_TUNNEL {
             // kubectl 1.31+: SPDY tunnelled through the WebSocket.
             let resp = ws::accept(&req.headers, &proto)?;
+            let Some(slot) = k.session_slot() else {
+                return Ok(too_many_sessions());
+            };
             tokio::spawn(async move {
-                if let Some(sock) = ws::upgrade(on_upgrade).await {
-                    spdy_forward(crate::http::spdy::tunnel(sock), k, pod_ref).await;
+                let _slot = slot;
+                if let Some((sock, activity)) = ws::upgrade(on_upgrade).await {
+                    let timeout = k.idle_timeout();
+                    let session = spdy_forward(crate::http::spdy::tunnel(sock), k, pod_ref);
+                    super::idle::until_idle(session, activity, timeout).await;
                 }
             });
             return Ok(resp);
@@ -635,9 +660,15 @@ async fn stream(
             .map(|p| (*p, k.ports.target(&pod_ref, *p)))
             .collect();
         let resp = ws::accept(&req.headers, &proto)?;
+        let Some(slot) = k.session_slot() else {
+            return Ok(too_many_sessions());
+        };
+        let timeout = k.idle_timeout();
         tokio::spawn(async move {
-            if let Some(sock) = ws::upgrade(on_upgrade).await {
-                ws::port_forward(sock, proto, pod_ref, targets).await;
+            let _slot = slot;
+            if let Some((sock, activity)) = ws::upgrade(on_upgrade).await {
+                let session = ws::port_forward(sock, proto, pod_ref, targets);
+                super::idle::until_idle(session, activity, timeout).await;
             }
         });
         return Ok(resp);
@@ -714,9 +745,15 @@ async fn stream(
     };
     let resp = ws::accept(&req.headers, &proto)?;
     let handler = k.exec.clone();
+    let Some(slot) = k.session_slot() else {
+        return Ok(too_many_sessions());
+    };
+    let timeout = k.idle_timeout();
     tokio::spawn(async move {
-        if let Some(sock) = ws::upgrade(on_upgrade).await {
-            ws::exec(sock, proto, session, handler).await;
+        let _slot = slot;
+        if let Some((sock, activity)) = ws::upgrade(on_upgrade).await {
+            let session = ws::exec(sock, proto, session, handler);
+            super::idle::until_idle(session, activity, timeout).await;
         }
     });
     Ok(resp)

@@ -8,6 +8,7 @@
 //! [`Kubelet::exec`] and [`Kubelet::port_forward`].
 
 mod builtin;
+mod idle;
 mod io;
 mod run;
 mod sim;
@@ -194,6 +195,10 @@ where
 #[derive(Clone)]
 pub struct Kubelet {
     node: String,
+    /// A streaming session with no byte in either direction for this long is closed.
+    idle_timeout: std::time::Duration,
+    /// Streaming sessions open at once.
+    max_sessions: usize,
     logs: Arc<dyn LogSource>,
     exec: Arc<dyn ExecHandler>,
     ports: Arc<dyn PortForwarder>,
@@ -220,11 +225,31 @@ impl Kubelet {
     pub fn new() -> Self {
         Self {
             node: DEFAULT_NODE.to_string(),
+            idle_timeout: DEFAULT_STREAMING_IDLE_TIMEOUT,
+            max_sessions: DEFAULT_MAX_STREAMING_SESSIONS,
             logs: Arc::new(builtin::logs),
             exec: Arc::new(builtin::exec),
             ports: Arc::new(|_: &PodRef, _: u16| PortTarget::Echo),
             state: Arc::default(),
         }
+    }
+
+    /// How long an exec, attach or port-forward session may go without a byte in either
+    /// direction before it is closed: the kubelet's `--streaming-connection-idle-timeout`
+    /// (default [`DEFAULT_STREAMING_IDLE_TIMEOUT`], 4 hours).
+    #[must_use]
+    pub fn streaming_idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// How many exec, attach and port-forward sessions may be open at once (default
+    /// [`DEFAULT_MAX_STREAMING_SESSIONS`]); more are refused with 429. Each holds a task
+    /// and buffers, and none holds one of the server's in-flight seats once upgraded.
+    #[must_use]
+    pub fn max_streaming_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = max;
+        self
     }
 
     /// The name of the fake Node (default [`DEFAULT_NODE`]).
@@ -320,9 +345,27 @@ impl LogBuf {
 pub(crate) struct State {
     pub logs: Mutex<HashMap<(String, String), Arc<LogBuf>>>,
     pub next_ip: std::sync::atomic::AtomicU32,
+    /// Streaming sessions open now.
+    pub sessions: Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// The kubelet's default `--streaming-connection-idle-timeout`: 4 hours.
+pub const DEFAULT_STREAMING_IDLE_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(4 * 3600);
+/// Streaming sessions open at once by default.
+pub const DEFAULT_MAX_STREAMING_SESSIONS: usize = 1024;
+
 impl Kubelet {
+    /// A slot for a new streaming session, or None when all are taken.
+    pub(crate) fn session_slot(&self) -> Option<idle::SessionSlot> {
+        idle::take_slot(&self.state.sessions, self.max_sessions)
+    }
+
+    /// See [`Kubelet::streaming_idle_timeout`].
+    pub(crate) fn idle_timeout(&self) -> std::time::Duration {
+        self.idle_timeout
+    }
+
     pub(crate) fn log_buf(&self, uid: &str, container: &str) -> Option<Arc<LogBuf>> {
         self.state
             .logs

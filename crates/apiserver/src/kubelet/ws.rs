@@ -56,7 +56,7 @@ pub(crate) const PORTFORWARD_PROTOCOLS: &[&str] = &[
     "base64.channel.k8s.io",
 ];
 
-type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+type Socket = WebSocketStream<super::idle::Watched<TokioIo<hyper::upgrade::Upgraded>>>;
 
 /// A negotiated sub-protocol.
 #[derive(Clone, Debug)]
@@ -192,13 +192,18 @@ pub(crate) fn accept(headers: &HeaderMap, proto: &Proto) -> Result<Response<Body
 }
 
 /// The upgraded connection as a server-side WebSocket.
-pub(crate) async fn upgrade(on: hyper::upgrade::OnUpgrade) -> Option<Socket> {
+/// Also returns what records the connection's activity, for the idle timeout.
+pub(crate) async fn upgrade(
+    on: hyper::upgrade::OnUpgrade,
+) -> Option<(Socket, Arc<super::idle::Activity>)> {
     match on.await {
         Ok(io) => {
             let cfg = WebSocketConfig::default()
                 .max_message_size(Some(MAX_MESSAGE))
                 .max_frame_size(Some(MAX_MESSAGE));
-            Some(WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, Some(cfg)).await)
+            let (io, activity) = super::idle::Watched::new(TokioIo::new(io));
+            let sock = WebSocketStream::from_raw_socket(io, Role::Server, Some(cfg)).await;
+            Some((sock, activity))
         }
         Err(e) => {
             tracing::debug!("websocket upgrade failed: {e}");
