@@ -17,6 +17,8 @@ const DEADLINE: Duration = Duration::from_secs(30);
 #[tokio::test]
 async fn a_backup_gets_its_configmap_status_and_cleanup() {
     let env = TestEnv::start().await;
+    // TestEnv sent tracing output (reconcile errors included) to the test's output.
+    assert!(tracing::dispatcher::has_been_set());
     env.install_crds([Backup::crd()]).await;
     let ns = env.namespace().await;
 

@@ -746,6 +746,17 @@ pub fn validate_crd(def: &ResourceDef, crd: &Value) -> Result<(), ApiError> {
             }
         }
     }
+    if let Some(url) = crd
+        .pointer("/spec/conversion/webhook/clientConfig/url")
+        .and_then(Value::as_str)
+    {
+        // kube-apiserver names the field after its internal type.
+        crate::registry::validation::webhook_url(
+            url,
+            "spec.conversion.webhookClientConfig.url",
+            &mut causes,
+        );
+    }
     if causes.is_empty() {
         Ok(())
     } else {

@@ -42,6 +42,7 @@ scenarios!(
     list_errors,
     apply_errors,
     status_apply,
+    webhook_urls,
     namespace,
     serviceaccount_secret,
     deployment,

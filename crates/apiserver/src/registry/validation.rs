@@ -1097,9 +1097,63 @@ fn validate_rest(def: &ResourceDef, obj: &Value, causes: &mut Vec<StatusCause>) 
                         "should be a domain with at least three segments separated by dots",
                     ));
                 }
+                if let Some(url) = w.pointer("/clientConfig/url").and_then(Value::as_str) {
+                    webhook_url(url, &format!("webhooks[{i}].clientConfig.url"), causes);
+                }
             }
         }
         _ => {}
+    }
+}
+
+/// kube-apiserver's `ValidateWebhookURL` (forcing https): a webhook's URL has the scheme
+/// https and a host, and no user information, fragment or query (which would otherwise
+/// reach the `Host` header, the request and the errors shown to the users whose
+/// requests call the webhook).
+pub(crate) fn webhook_url(url: &str, field: &str, causes: &mut Vec<StatusCause>) {
+    const FORM: &str = "; desired format: https://host[/path]";
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (rest, fragment) = rest.split_once('#').unwrap_or((rest, ""));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    if scheme != "https" {
+        causes.push(invalid(
+            field,
+            &go_quote(scheme),
+            &format!("'https' is the only allowed URL scheme{FORM}"),
+        ));
+    }
+    if host.is_empty() {
+        causes.push(invalid(
+            field,
+            "\"\"",
+            &format!("host must be specified{FORM}"),
+        ));
+    }
+    if let Some(user) = user {
+        causes.push(invalid(
+            field,
+            &go_quote(user),
+            "user information is not permitted in the URL",
+        ));
+    }
+    if !fragment.is_empty() {
+        causes.push(invalid(
+            field,
+            &go_quote(fragment),
+            "fragments are not permitted in the URL",
+        ));
+    }
+    if !query.is_empty() {
+        causes.push(invalid(
+            field,
+            &go_quote(query),
+            "query parameters are not permitted in the URL",
+        ));
     }
 }
 

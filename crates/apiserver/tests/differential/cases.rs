@@ -712,6 +712,50 @@ pub fn status_apply() -> Scenario {
     }
 }
 
+/// Webhook URLs as kube-apiserver validates them (`ValidateWebhookURL`): https, a host,
+/// no user information, fragment or query; in admission webhook configurations and in a
+/// CRD's conversion webhook.
+pub fn webhook_urls() -> Scenario {
+    let hook = |name: &str, url: &str| {
+        json!({"name": name, "admissionReviewVersions": ["v1"],
+        "sideEffects": "None", "clientConfig": {"url": url}})
+    };
+    Scenario {
+        name: "webhook_urls",
+        steps: vec![
+            post(
+                "validating-bad-urls",
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations?dryRun=All",
+                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": "{ns}-urls"},
+                    "webhooks": [hook("a.b.example.com", "https://user:pw@host.example:8443/p?x=1#frag"),
+                                 hook("c.d.example.com", "http://"),
+                                 hook("e.f.example.com", "https://host.example/ok")]}),
+            ),
+            post(
+                "mutating-user-info",
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations?dryRun=All",
+                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                    "metadata": {"name": "{ns}-urls"},
+                    "webhooks": [hook("a.b.example.com", "https://token@host.example/")]}),
+            ),
+            post(
+                "crd-conversion-bad-url",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?dryRun=All",
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                    "metadata": {"name": "things.{ns}.kwdiff.example"},
+                    "spec": {"group": "{ns}.kwdiff.example", "scope": "Namespaced",
+                        "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                        "conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                            "clientConfig": {"url": "https://u:p@h/x?q=1#f"}}},
+                        "versions": [
+                            {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}},
+                            {"name": "v2", "served": true, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}}]}}),
+            ),
+        ],
+    }
+}
+
 /// Invalid create, update, patch and delete options.
 pub fn options_errors() -> Scenario {
     let p = "/api/v1/namespaces/{ns}/configmaps";

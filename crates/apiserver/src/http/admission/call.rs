@@ -61,17 +61,38 @@ enum Failure {
     Status(String),
 }
 
+/// `url` with its password hidden, as Go's `url.Redacted` shows it in errors.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((user, _)) => {
+            let name = user.split(':').next().unwrap_or("");
+            let hidden = if user.contains(':') {
+                format!("{name}:xxxxx")
+            } else {
+                name.to_string()
+            };
+            let host = &rest[user.len() + 1..];
+            format!("{scheme}://{hidden}@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
 fn resolve(storage: &Storage, cc: &Value, secs: u64) -> Result<Endpoint, String> {
     if let Some(url) = cc.get("url").and_then(Value::as_str) {
         let uri: http::Uri = url
             .parse()
-            .map_err(|e| format!("parse {}: {e}", crate::error::go_quote(url)))?;
+            .map_err(|e| format!("parse {}: {e}", crate::error::go_quote(&redacted(url))))?;
         let scheme = uri.scheme_str().unwrap_or("");
         let host = uri.host().unwrap_or("").to_string();
         if scheme != "https" || host.is_empty() {
             return Err(format!(
                 "Post {}: unsupported protocol scheme {}",
-                crate::error::go_quote(url),
+                crate::error::go_quote(&redacted(url)),
                 crate::error::go_quote(scheme)
             ));
         }
@@ -84,9 +105,14 @@ fn resolve(storage: &Storage, cc: &Value, secs: u64) -> Result<Endpoint, String>
             Some(q) if !q.is_empty() => format!("{q}&timeout={secs}s"),
             _ => format!("timeout={secs}s"),
         };
+        // Validation refuses user information in a webhook URL; one stored before that
+        // still never reaches the Host header or an error message.
         let authority = uri
             .authority()
-            .map(|a| a.as_str().to_string())
+            .map(|a| {
+                let a = a.as_str();
+                a.rsplit_once('@').map_or(a, |(_, host)| host).to_string()
+            })
             .unwrap_or_default();
         let bare_host = host
             .trim_start_matches('[')
@@ -351,5 +377,32 @@ fn status_error(code: u16, body: &[u8], text_plain: bool) -> String {
         _ => format!(
             "the server responded with the status code {code} but did not return more information"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_information_never_reaches_the_host_or_errors() {
+        assert_eq!(
+            redacted("https://user:pw@h.example:8443/p?q"),
+            "https://user:xxxxx@h.example:8443/p?q"
+        );
+        assert_eq!(redacted("https://tok@h/"), "https://tok@h/");
+        assert_eq!(redacted("https://h/a@b"), "https://h/a@b");
+        let storage = Storage::new(100);
+        let cc = serde_json::json!({"url": "https://user:pw@h.example:8443/p"});
+        let Ok(endpoint) = resolve(&storage, &cc, 10) else {
+            panic!("resolves");
+        };
+        assert_eq!(endpoint.authority, "h.example:8443");
+        assert!(!endpoint.shown.contains("pw"), "{}", endpoint.shown);
+        let cc = serde_json::json!({"url": "http://user:pw@h.example/"});
+        let Err(e) = resolve(&storage, &cc, 10) else {
+            panic!("refused");
+        };
+        assert!(!e.contains(":pw@"), "{e}");
     }
 }
