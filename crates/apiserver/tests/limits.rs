@@ -1144,3 +1144,125 @@ async fn watch_count_is_limited_embedded_only() {
     }
     assert!(ok, "the watch slot was never given back");
 }
+
+/// ServiceAccount tokens from `serviceaccounts/token` are as kube-apiserver's: at least
+/// 10 minutes, and invalid (401) once their ServiceAccount, or the pod they are bound
+/// to, is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_account_tokens_die_with_what_they_are_bound_to() {
+    let t = Target::start().await;
+    let sas = format!("/api/v1/namespaces/{}/serviceaccounts", t.ns);
+    let request = |secs: i64, bound: Value| {
+        let mut spec = json!({"expirationSeconds": secs});
+        if !bound.is_null() {
+            spec["boundObjectRef"] = bound;
+        }
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+    };
+    let mint = |sa: &str, body: Value| {
+        let path = format!("{sas}/{sa}/token");
+        let t = &t;
+        async move {
+            let r = t.api(Method::POST, &path, body).await;
+            assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+            r.json()["status"]["token"].as_str().unwrap().to_string()
+        }
+    };
+    // Authenticated (any answer but 401) or not.
+    let authenticated = |token: String| {
+        let path = format!("/api/v1/namespaces/{}/configmaps", t.ns);
+        let t = &t;
+        async move {
+            let auth = format!("Bearer {token}");
+            let r = t
+                .request(
+                    Method::GET,
+                    &path,
+                    &[("authorization", auth.as_str())],
+                    Vec::new(),
+                )
+                .await;
+            r.status != StatusCode::UNAUTHORIZED
+        }
+    };
+    // kube-apiserver caches a token's successful authentication for 10 s and checks bound
+    // objects through its informers: a revocation shows within that, not at once.
+    let revoked = |token: String| {
+        let authenticated = &authenticated;
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while authenticated(token.clone()).await {
+                if std::time::Instant::now() > deadline {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            true
+        }
+    };
+    for sa in ["robot", "bound"] {
+        let r = t
+            .api(Method::POST, &sas, json!({"metadata": {"name": sa}}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+
+    // Shorter than 10 minutes: kube-apiserver's 422.
+    let r = t
+        .api(
+            Method::POST,
+            &format!("{sas}/robot/token"),
+            request(60, Value::Null),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let mut want = status(
+        422,
+        "Invalid",
+        "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes",
+    );
+    want["details"] = json!({"group": "authentication.k8s.io", "kind": "TokenRequest", "causes": [
+        {"reason": "FieldValueInvalid", "message": "Invalid value: 60: may not specify a duration less than 10 minutes", "field": "spec.expirationSeconds"}]});
+    assert_eq!(r.json(), want);
+
+    // The ServiceAccount goes: its token stops working.
+    let token = mint("robot", request(600, Value::Null)).await;
+    assert!(authenticated(token.clone()).await);
+    let r = t
+        .api(Method::DELETE, &format!("{sas}/robot"), Value::Null)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        revoked(token).await,
+        "a deleted ServiceAccount's token still works"
+    );
+
+    // Bound to a Secret: the Secret goes, the token stops working.
+    let secrets = format!("/api/v1/namespaces/{}/secrets", t.ns);
+    let r = t
+        .api(
+            Method::POST,
+            &secrets,
+            json!({"metadata": {"name": "anchor"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let uid = r.json()["metadata"]["uid"].as_str().unwrap().to_string();
+    let token = mint(
+        "bound",
+        request(
+            600,
+            json!({"kind": "Secret", "apiVersion": "v1", "name": "anchor", "uid": uid}),
+        ),
+    )
+    .await;
+    assert!(authenticated(token.clone()).await);
+    let r = t
+        .api(Method::DELETE, &format!("{secrets}/anchor"), Value::Null)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        revoked(token).await,
+        "a token bound to a deleted Secret still works"
+    );
+}

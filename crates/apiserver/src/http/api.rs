@@ -81,7 +81,7 @@ pub struct ApiServer {
     pub(crate) watch_epoch: tokio::sync::watch::Sender<u64>,
     /// ServiceAccount tokens issued through `serviceaccounts/token`.
     pub(crate) issued_tokens:
-        std::sync::Mutex<std::collections::HashMap<String, crate::auth::rbac::UserInfo>>,
+        std::sync::Mutex<std::collections::HashMap<String, crate::http::extra::IssuedToken>>,
     /// Requests and watches in flight (`options.limits`).
     pub(crate) inflight: crate::http::limits::Inflight,
     /// Services' cluster IPs and node ports.
@@ -268,11 +268,22 @@ impl ApiServer {
         if let Some((_, u)) = self.options.users.iter().find(|(t, _)| eq(t)) {
             return Some(u.clone());
         }
-        self.issued_tokens
+        let issued = self
+            .issued_tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(token)
-            .cloned()
+            .cloned()?;
+        // As kube-apiserver validates a bound token: unexpired, and its ServiceAccount
+        // (and the pod or Secret it is bound to) still the object it was issued for.
+        if !issued.valid(&self.storage, jiff::Timestamp::now()) {
+            self.issued_tokens
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(token);
+            return None;
+        }
+        Some(issued.user)
     }
 
     fn authorize(&self, req: &Req, t: &Target) -> Result<(), ApiError> {

@@ -509,6 +509,8 @@ fn bind_pod(
         .cloned()
         .unwrap_or_default();
     let key = t.def.storage_key();
+    // `dryRun=All`: every check, no write (kube-apiserver's binding honours it too).
+    let dry_run = req.q("dryRun") == Some("All");
     srv.storage
         .mutate::<ApiError>(&key, ns, name, |cur, _| {
             let cur = cur.ok_or_else(|| ApiError::not_found(&t.def, name))?;
@@ -567,15 +569,46 @@ fn bind_pod(
                         "lastProbeTime": null, "lastTransitionTime": now})),
                 }
             }
+            if dry_run {
+                return Ok(crate::storage::Mutation::Keep);
+            }
             Ok(crate::storage::Mutation::Put(next))
         })?;
-    srv.kick.notify_one();
+    if !dry_run {
+        srv.kick.notify_one();
+    }
     Ok(h::encode(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
         &h::object_format(req),
     ))
 }
+
+/// A token issued through `serviceaccounts/token`: whom it authenticates, until when,
+/// and the objects that must still exist (with the same uid) for it to be valid.
+#[derive(Clone, Debug)]
+pub(crate) struct IssuedToken {
+    pub user: crate::auth::rbac::UserInfo,
+    pub expires: jiff::Timestamp,
+    /// Storage key, namespace, name and uid of the ServiceAccount, then of the bound
+    /// object (a Pod or a Secret), if any.
+    pub bound_to: Vec<(String, String, String, String)>,
+}
+
+impl IssuedToken {
+    /// Unexpired, and every object it is bound to still there with its uid.
+    pub(crate) fn valid(&self, storage: &crate::storage::Storage, now: jiff::Timestamp) -> bool {
+        now < self.expires
+            && self.bound_to.iter().all(|(key, ns, name, uid)| {
+                storage
+                    .get(key, ns, name)
+                    .is_some_and(|o| str_at(&o, "/metadata/uid") == uid)
+            })
+    }
+}
+
+/// kube-apiserver's shortest TokenRequest: 10 minutes.
+const MIN_TOKEN_SECONDS: i64 = 600;
 
 /// POST to an object's subresource (`pods/eviction`, `pods/binding`, `serviceaccounts/token`).
 pub fn create_subresource(
@@ -609,16 +642,74 @@ pub fn create_subresource(
                 .pointer("/spec/expirationSeconds")
                 .and_then(Value::as_i64)
                 .unwrap_or(3600);
+            if !(MIN_TOKEN_SECONDS..=i64::from(u32::MAX)).contains(&secs) {
+                let why = if secs < MIN_TOKEN_SECONDS {
+                    "may not specify a duration less than 10 minutes"
+                } else {
+                    "may not specify a duration larger than 2^32 seconds"
+                };
+                let cause = format!("Invalid value: {secs}: {why}");
+                return Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    format!(
+                        "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: {cause}"
+                    ),
+                )
+                .with(kubewright_core::StatusDetails {
+                    group: "authentication.k8s.io".into(),
+                    kind: "TokenRequest".into(),
+                    causes: vec![kubewright_core::StatusCause {
+                        reason: "FieldValueInvalid".into(),
+                        message: cause,
+                        field: "spec.expirationSeconds".into(),
+                    }],
+                    ..Default::default()
+                }));
+            }
             let exp = jiff::Timestamp::now()
                 .checked_add(jiff::SignedDuration::from_secs(secs))
                 .unwrap_or_else(|_| jiff::Timestamp::now());
             body["kind"] = json!("TokenRequest");
             body["apiVersion"] = json!("authentication.k8s.io/v1");
             let token = format!("kw-sa-{}", uuid::Uuid::new_v4().simple());
-            srv.issued_tokens
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(token.clone(), user);
+            let mut bound_to = vec![(
+                t.def.storage_key(),
+                ns.to_string(),
+                name.to_string(),
+                user.uid.clone(),
+            )];
+            if let Some(bound) = body.pointer("/spec/boundObjectRef") {
+                let plural = match str_at(bound, "/kind") {
+                    "Pod" => Some("pods"),
+                    "Secret" => Some("secrets"),
+                    _ => None,
+                };
+                if let Some(def) = plural.and_then(|p| srv.def("", "v1", p)) {
+                    let bound_name = str_at(bound, "/name");
+                    if let Some(obj) = srv.storage.get(&def.storage_key(), ns, bound_name) {
+                        bound_to.push((
+                            def.storage_key(),
+                            ns.to_string(),
+                            bound_name.to_string(),
+                            str_at(&obj, "/metadata/uid").to_string(),
+                        ));
+                    }
+                }
+            }
+            let mut issued = srv.issued_tokens.lock().unwrap_or_else(|e| e.into_inner());
+            // Expired tokens go as new ones come: the map holds only live tokens.
+            let now = jiff::Timestamp::now();
+            issued.retain(|_, t| t.expires > now);
+            issued.insert(
+                token.clone(),
+                IssuedToken {
+                    user,
+                    expires: exp,
+                    bound_to,
+                },
+            );
+            drop(issued);
             body["status"] = json!({
                 "token": token,
                 "expirationTimestamp": exp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
@@ -630,5 +721,34 @@ pub fn create_subresource(
             ))
         }
         _ => Err(ApiError::path_not_found()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_issued_token_expires() {
+        let storage = crate::storage::Storage::new(10);
+        let now = jiff::Timestamp::now();
+        let token = IssuedToken {
+            user: crate::auth::rbac::UserInfo::service_account("ns", "sa"),
+            expires: now + jiff::SignedDuration::from_secs(600),
+            bound_to: vec![],
+        };
+        assert!(token.valid(&storage, now));
+        assert!(!token.valid(&storage, now + jiff::SignedDuration::from_secs(601)));
+        // Bound to an object that is not there: invalid.
+        let bound = IssuedToken {
+            bound_to: vec![(
+                "/serviceaccounts".into(),
+                "ns".into(),
+                "sa".into(),
+                "u".into(),
+            )],
+            ..token
+        };
+        assert!(!bound.valid(&storage, now));
     }
 }

@@ -910,6 +910,16 @@ pub fn pod() -> Scenario {
                 json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.26"}]}}))
             .transform(token_volume)
             .ignore("body.status", "the recording cluster's scheduler reports the pod unschedulable"),
+            // A dry-run binding answers Success and binds nothing.
+            post(
+                "binding-dry-run",
+                "/api/v1/namespaces/{ns}/pods/web/binding?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web"},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": "nowhere"}}),
+            ),
+            get("after-dry-run-binding", "/api/v1/namespaces/{ns}/pods/web")
+                .transform(token_volume)
+                .ignore("body.status", "the recording cluster's scheduler reports the pod unschedulable"),
         ],
     }
 }
