@@ -329,13 +329,14 @@ fn validate_node(
     let actual = type_name(v);
     if int_or_string {
         if !matches!(actual, "integer" | "string") {
-            causes.push(cause("FieldValueInvalid", path, format!("Invalid value: \"{actual}\": {path} in body must be of type integer-or-string: \"{actual}\"")));
+            // kube-apiserver's wording and reason for a value of the wrong type.
+            causes.push(cause("FieldValueTypeInvalid", path, format!("Invalid value: \"{actual}\": {path} in body must be of type integer,string: \"{actual}\"")));
             return;
         }
     } else if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let ok = want == actual || (want == "number" && actual == "integer");
         if !ok {
-            causes.push(cause("FieldValueInvalid", path, format!("Invalid value: \"{actual}\": {path} in body must be of type {want}: \"{actual}\"")));
+            causes.push(cause("FieldValueTypeInvalid", path, format!("Invalid value: \"{actual}\": {path} in body must be of type {want}: \"{actual}\"")));
             return;
         }
     }

@@ -644,6 +644,13 @@ pub fn custom_resource() -> Scenario {
                 json!({"apiVersion": "{ns}.kwdiff.example/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3, "color": "red"}, "status": {"ignored": true}}),
             )
             .retry_on(404),
+            // A value of the wrong type: FieldValueTypeInvalid. (One only: kube-apiserver
+            // reports several in Go's map order, which varies.)
+            post(
+                "create-cr-wrong-type",
+                crs,
+                json!({"apiVersion": "{ns}.kwdiff.example/v1", "kind": "Widget", "metadata": {"name": "w2"}, "spec": {"size": "big", "color": "blue"}}),
+            ),
             patch("patch-spec", &format!("{crs}/w1"), MERGE, json!({"spec": {"size": 4}})),
             patch("patch-labels", &format!("{crs}/w1"), MERGE, json!({"metadata": {"labels": {"a": "b"}}})),
             patch("patch-status", &format!("{crs}/w1/status"), MERGE, json!({"status": {"phase": "Ready"}})),
