@@ -43,6 +43,7 @@ scenarios!(
     apply_errors,
     status_apply,
     webhook_urls,
+    malformed_json,
     namespace,
     serviceaccount_secret,
     deployment,

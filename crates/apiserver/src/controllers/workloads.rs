@@ -366,8 +366,22 @@ impl Workloads {
                             self.all_services = true;
                         }
                     }
-                    super::endpoints::SERVICES | "/endpoints" => {
+                    super::endpoints::SERVICES => {
                         self.services.insert(key_of(&e.object));
+                    }
+                    // As upstream's endpoints controller: Endpoints that go make their
+                    // Service look again; Endpoints written without a Service are not its
+                    // business (it would delete them), with one only for mirroring.
+                    "/endpoints" => {
+                        let key = key_of(&e.object);
+                        if e.kind == EventType::Deleted
+                            || srv
+                                .storage
+                                .get(super::endpoints::SERVICES, &key.0, &key.1)
+                                .is_some()
+                        {
+                            self.services.insert(key);
+                        }
                     }
                     "discovery.k8s.io/endpointslices" => {
                         if let Some(svc) = e

@@ -201,8 +201,14 @@ pub(crate) async fn patch(
 /// Go's decoding error; a list whose operations are malformed (an unknown `op`, a missing
 /// `path`) is the generic 422 that applying it would give.
 fn decode_json_patch(text: &str) -> Result<json_patch::Patch, ApiError> {
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    // Malformed JSON: Go's decoder's text (`unexpected end of JSON input`), as
+    // kube-apiserver passes it on.
+    let v: Value = serde_json::from_str(text).map_err(|_| {
+        ApiError::bad_request(format!(
+            "error decoding patch: {}",
+            crate::error::go_json_error(text.as_bytes())
+        ))
+    })?;
     let Value::Array(ops) = &v else {
         if v.is_null() {
             return Ok(json_patch::Patch(Vec::new()));
@@ -228,8 +234,12 @@ fn decode_json_patch(text: &str) -> Result<json_patch::Patch, ApiError> {
 /// `map[string]interface{}`: any other JSON value but `null` is a 400 with Go's text,
 /// after `prefix`.
 fn decode_patch_map(text: &str, prefix: &str) -> Result<Value, ApiError> {
-    let p: Value = serde_json::from_str(text)
-        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    let p: Value = serde_json::from_str(text).map_err(|_| {
+        ApiError::bad_request(format!(
+            "{prefix}{}",
+            crate::error::go_json_error(text.as_bytes())
+        ))
+    })?;
     match go_json_type(&p) {
         Some(ty) if !p.is_object() => Err(ApiError::bad_request(format!(
             "{prefix}json: cannot unmarshal {ty} into Go value of type map[string]interface {{}}"

@@ -763,6 +763,54 @@ pub fn webhook_urls() -> Scenario {
     }
 }
 
+/// Malformed JSON bodies: Go's decoder's wording (truncated, trailing data, empty, a bad
+/// token, a bad escape), not serde's.
+pub fn malformed_json() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}"#;
+    Scenario {
+        name: "malformed_json",
+        steps: vec![
+            post("truncated", p, json!({})).raw(&cm[..cm.len() - 2]),
+            post("trailing", p, json!({})).raw(&format!("{cm} trailing")),
+            post("empty", p, json!({})).raw(""),
+            post("bad-token", p, json!({})).raw(r#"{"apiVersion": tru}"#),
+            post("bad-escape", p, json!({})).raw(r#"{"apiVersion":"v\q1"}"#),
+            post("truncated-in-string", p, json!({})).raw(r#"{"apiVersion":"v1"#),
+            post(
+                "create",
+                p,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}}),
+            ),
+            put("put-truncated", &format!("{p}/m"), json!({})).raw(&cm[..cm.len() - 2]),
+            patch("merge-truncated", &format!("{p}/m"), MERGE, json!({}))
+                .raw(r#"{"data":{"a":"b"}"#),
+            patch(
+                "strategic-truncated",
+                &format!("{p}/m"),
+                STRATEGIC,
+                json!({}),
+            )
+            .raw(r#"{"data":"#),
+            patch(
+                "json-patch-truncated",
+                &format!("{p}/m"),
+                "application/json-patch+json",
+                json!({}),
+            )
+            .raw(r#"[{"op":"add","path":"/data","value":{}}"#),
+            patch(
+                "json-patch-trailing",
+                &format!("{p}/m"),
+                "application/json-patch+json",
+                json!({}),
+            )
+            .raw(r#"[] x"#),
+            patch("merge-empty", &format!("{p}/m"), MERGE, json!({})).raw(""),
+        ],
+    }
+}
+
 /// Invalid create, update, patch and delete options.
 pub fn options_errors() -> Scenario {
     let p = "/api/v1/namespaces/{ns}/configmaps";
