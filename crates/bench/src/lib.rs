@@ -352,7 +352,8 @@ pub struct BenchOptions {
     /// --kubeconfig FILE --namespace NS --pods N --events E --expect-gen-sum S ...` (the
     /// arguments of [`ChildArgs`]) and must print the two report lines a Rust child
     /// prints (`KWBENCH synced {SyncResult}` and `KWBENCH done {ChildResult}`).
-    /// docs/performance.md describes the one these numbers come from.
+    /// No such program is in the repository (CI has no Go toolchain): any client-go
+    /// program that speaks this protocol can be measured beside the Rust clients.
     pub client_go: Option<PathBuf>,
 }
 

@@ -14,9 +14,8 @@ pub fn pod_name(i: usize) -> String {
 }
 
 /// The object that owns every pod (created first, so the garbage collector keeps the
-/// pods). A ConfigMap, not the ReplicaSet it was until session 23: the embedded server
-/// now runs the replicaset controller, which would delete the pods of a ReplicaSet of
-/// zero replicas (the pods' owner reference is 6 bytes shorter since).
+/// pods). A ConfigMap, not a ReplicaSet: the embedded server runs the replicaset
+/// controller, which would delete the pods of a ReplicaSet of zero replicas.
 pub fn owner(namespace: &str) -> Value {
     json!({
         "apiVersion": "v1",
