@@ -2,7 +2,8 @@
 //! cluster when `KUBEWRIGHT_TEST_KUBECONFIG` is set.
 //!
 //! Each test rewrites the CRD's group to one unique to the run (so parallel runs on a
-//! shared cluster do not collide), creates it, waits for `Established` through a watch,
+//! shared cluster do not collide), installs it with `TestEnv::install_crds` (established,
+//! served, and removed from a real cluster afterwards),
 //! then round-trips valid objects through a dynamic API and checks that invalid ones are
 //! rejected with 422 naming the field. CEL rules are asserted only on a real cluster (the
 //! embedded server does not evaluate CEL).
@@ -10,10 +11,8 @@
 
 mod types;
 
-use futures::StreamExt;
 use kubewright::core::{
-    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Resource, Scope,
-    WatchEvent, WatchParams,
+    ApiResource, DynamicObject, Patch, PatchParams, PostParams, Resource, Scope,
 };
 use kubewright::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kubewright::{Api, Client};
@@ -22,37 +21,26 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use types::*;
 
-/// A CRD installed under a unique group; deleted on drop when on a real cluster.
+/// A CRD installed under a unique group, through `TestEnv::install_crds` (established
+/// and served; deleted from a real cluster when the environment drops).
 struct Installed {
     client: Client,
     group: String,
     crd: CustomResourceDefinition,
-    config: Option<kubewright::Config>,
 }
 
 impl Installed {
     async fn new(env: &TestEnv, mut crd: CustomResourceDefinition) -> Self {
         let group = format!("{}.{GROUP}", env.unique_name("t"));
         crd.spec.group = group.clone();
-        let name = format!("{}.{group}", crd.spec.names.plural);
-        crd.metadata.name = Some(name.clone());
-        let api: Api<CustomResourceDefinition> = Api::all(env.client());
-        let created = api
-            .create(&PostParams::default(), &crd)
-            .await
-            .unwrap_or_else(|e| panic!("create CRD {name}: {e}"));
-        assert_eq!(created.spec.group, group);
-        wait_established(&api, &name).await;
+        crd.metadata.name = Some(format!("{}.{group}", crd.spec.names.plural));
+        let installed = env.install_crds([crd.clone()]).await;
+        assert_eq!(installed[0].spec.group, group);
         Self {
             client: env.client(),
             group,
             crd,
-            config: (!env.is_embedded()).then(|| env.config().clone()),
         }
-    }
-
-    fn name(&self) -> String {
-        self.crd.metadata.name.clone().unwrap_or_default()
     }
 
     fn resource(&self, version: &str) -> ApiResource {
@@ -82,65 +70,6 @@ impl Installed {
         value["kind"] = json!(self.crd.spec.names.kind);
         serde_json::from_value(value).unwrap()
     }
-}
-
-impl Drop for Installed {
-    fn drop(&mut self) {
-        // The embedded server goes away with the test; a real cluster keeps CRDs.
-        let Some(config) = self.config.take() else {
-            return;
-        };
-        let name = self.name();
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                if let Ok(client) = Client::new(config) {
-                    let api: Api<CustomResourceDefinition> = Api::all(client);
-                    let _ = api.delete(&name, &DeleteParams::default()).await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-fn is_established(crd: &CustomResourceDefinition) -> bool {
-    crd.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        })
-}
-
-async fn wait_established(api: &Api<CustomResourceDefinition>, name: &str) {
-    let wp = WatchParams::default()
-        .fields(&format!("metadata.name={name}"))
-        .timeout(60);
-    let done = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let stream = api.watch(&wp, "").await.unwrap();
-            let mut stream = std::pin::pin!(stream);
-            while let Some(ev) = stream.next().await {
-                if let Ok(WatchEvent::Added(crd) | WatchEvent::Modified(crd)) = ev
-                    && is_established(&crd)
-                {
-                    return;
-                }
-            }
-        }
-    })
-    .await;
-    assert!(
-        done.is_ok(),
-        "CRD {name} did not become Established within 60s"
-    );
 }
 
 /// Creates, retrying briefly while a real cluster starts serving a fresh CRD (404).
