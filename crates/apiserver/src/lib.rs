@@ -32,3 +32,4 @@ pub use crate::kubelet::{
     SessionKind, Stdin, TerminalSize,
 };
 pub use crate::private_files::write_private;
+pub use crate::storage::CorruptLog;

@@ -1,7 +1,9 @@
 //! The data directory keeps its promises through HTTP: a write that cannot be persisted
 //! (full disk) fails with 500 InternalError and changes nothing, later writes succeed once
 //! there is space again, and resourceVersions never go backwards across a restart (a watch
-//! from the last revision a client saw gets new events; older ones get 410 Expired).
+//! from the last revision a client saw gets new events; older ones get 410 Expired), not
+//! even when acknowledged changes are lost from the end of the log, and a log damaged in
+//! the middle stops the start unless salvaged.
 //! Embedded-only: a real cluster has its own storage.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
@@ -270,4 +272,111 @@ async fn revisions_continue_after_a_restart_whose_newest_changes_were_deletes() 
     assert_eq!(ev["type"], "ADDED", "{ev}");
     assert_eq!(ev["object"]["metadata"]["name"], "after", "{ev}");
     assert_eq!(rv(&ev["object"]), rv(&created));
+}
+
+/// Starts a server on `dir`, creates the ConfigMaps `names` one by one, and returns each
+/// one's revision and the log's length right after it was acknowledged.
+async fn create_logged(dir: &std::path::Path, names: &[&str]) -> Vec<(u64, u64)> {
+    let server = TestServer::builder().data_dir(dir).start().await.unwrap();
+    let http = Http::new(&server);
+    let mut out = Vec::new();
+    for name in names {
+        let (status, created) = http.call(Method::POST, CMS, Some(&cm(name, "1"))).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        let len = std::fs::metadata(dir.join("objects.wal")).unwrap().len();
+        out.push((rv(&created), len));
+    }
+    server.shutdown().await;
+    out
+}
+
+async fn configmap_names(http: &Http) -> Vec<String> {
+    let (_, list) = http.call(Method::GET, CMS, None).await;
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .filter(|n| n.len() == 1)
+        .collect()
+}
+
+/// Acknowledged changes lost from the end of the log after the fact (blocks a disk
+/// dropped): the restarted server hands out none of their resourceVersions again, and a
+/// watch from one of them gets 410 instead of a different object under that revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisions_lost_with_the_end_of_the_log_are_not_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let logged = create_logged(dir.path(), &["a", "b", "c"]).await;
+    let (_, after_a) = logged[0];
+    let (highest, _) = logged[2];
+    let log = dir.path().join("objects.wal");
+    let bytes = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &bytes[..usize::try_from(after_a).unwrap()]).unwrap();
+
+    let server = TestServer::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .unwrap();
+    let http = Http::new(&server);
+    assert_eq!(configmap_names(&http).await, ["a"], "b and c were lost");
+    let (status, created) = http.call(Method::POST, CMS, Some(&cm("d", "1"))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(
+        rv(&created) > highest,
+        "{} was handed out before",
+        rv(&created)
+    );
+    let mut w = http
+        .watch(&format!("{CMS}?watch=true&resourceVersion={highest}"))
+        .await;
+    let ev = w.next().await.unwrap();
+    assert_eq!(ev["object"]["code"], 410, "{ev}");
+}
+
+/// Damage in the middle of the log stops the start with an error naming the log (as
+/// etcd refuses a corrupt WAL), leaves the log as it was, and salvage starts from every
+/// intact record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_damaged_in_the_middle_stops_the_start_until_salvaged() {
+    let dir = tempfile::tempdir().unwrap();
+    create_logged(dir.path(), &["a", "b", "c"]).await;
+    let log = dir.path().join("objects.wal");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let needle = br#""r":"/configmaps","ns":"default","n":"b""#;
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    bytes[at + needle.len() + 8] ^= 0x01;
+    std::fs::write(&log, &bytes).unwrap();
+
+    let err = TestServer::builder()
+        .data_dir(dir.path())
+        .start()
+        .await
+        .expect_err("a damaged log was opened");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("objects.wal") && msg.contains("refusing to start"),
+        "{msg}"
+    );
+    assert!(msg.contains("--salvage-corrupt-log"), "{msg}");
+    let now = std::fs::read(&log).unwrap();
+    assert!(
+        now == bytes,
+        "the log was changed: {} bytes, was {}",
+        now.len(),
+        bytes.len()
+    );
+
+    let server = TestServer::builder()
+        .data_dir(dir.path())
+        .salvage_corrupt_log(true)
+        .start()
+        .await
+        .unwrap();
+    let http = Http::new(&server);
+    assert_eq!(configmap_names(&http).await, ["a", "c"]);
 }

@@ -100,6 +100,12 @@ struct ServeOptions {
     /// acknowledged write and continues the resourceVersions.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Start even if the data directory's log is damaged in the middle (not just torn
+    /// at its end by a crash), loading every intact record and dropping the damaged
+    /// ones. Without it such a log stops the start, as etcd refuses a corrupt WAL: a
+    /// lost record may be a deletion, so salvaging can bring objects back.
+    #[arg(long, requires = "data_dir")]
+    salvage_corrupt_log: bool,
     /// More users, in kube-apiserver's token file format: CSV records
     /// `token,user,uid,"group1,group2"`. Their requests are authorized by RBAC; each
     /// gets a context of its own (named after the user) in the kubeconfig.
@@ -134,7 +140,9 @@ async fn serve(o: ServeOptions) -> Result<(), String> {
         .tls(!o.insecure)
         .token(token.clone());
     if let Some(dir) = &o.data_dir {
-        builder = builder.data_dir(dir);
+        builder = builder
+            .data_dir(dir)
+            .salvage_corrupt_log(o.salvage_corrupt_log);
     }
     let mut users = Vec::new();
     if let Some(path) = &o.token_auth_file {

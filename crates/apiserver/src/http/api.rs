@@ -29,6 +29,9 @@ pub struct ServerOptions {
     pub default_namespaces: bool,
     /// Persist objects in this directory (in memory only when `None`).
     pub data_dir: Option<std::path::PathBuf>,
+    /// Start from a log damaged in the middle by loading every intact record, instead of
+    /// refusing to start (see [`crate::CorruptLog`]).
+    pub salvage_corrupt_log: bool,
     /// Further bearer tokens and the users they authenticate (authorized by RBAC).
     pub users: Vec<(String, crate::auth::rbac::UserInfo)>,
     /// CA bundle (PEM) that TLS client certificates are verified against; a verified
@@ -50,6 +53,7 @@ impl Default for ServerOptions {
             max_body: 3 * 1024 * 1024,
             default_namespaces: true,
             data_dir: None,
+            salvage_corrupt_log: false,
             users: vec![],
             client_ca_pem: None,
             limits: crate::http::limits::Limits::default(),
@@ -134,7 +138,13 @@ impl ApiServer {
     /// A server whose objects persist in `options.data_dir`.
     pub fn open(options: ServerOptions) -> std::io::Result<Arc<Self>> {
         let storage = match &options.data_dir {
-            Some(dir) => Storage::open(dir, options.history)?,
+            Some(dir) => Storage::open_with_options(
+                dir,
+                options.history,
+                crate::storage::OpenOptions {
+                    salvage: options.salvage_corrupt_log,
+                },
+            )?,
             None => Storage::new(options.history),
         };
         Ok(Self::with_storage(storage, options))

@@ -187,6 +187,14 @@ impl ServerBuilder {
         self.options.data_dir = Some(dir.into());
         self
     }
+    /// Start even when the data directory's log is damaged in the middle, loading every
+    /// intact record (by default such a log stops the start; see
+    /// [`CorruptLog`](crate::CorruptLog)).
+    #[must_use]
+    pub fn salvage_corrupt_log(mut self, salvage: bool) -> Self {
+        self.options.salvage_corrupt_log = salvage;
+        self
+    }
     /// Interval of periodic watch bookmarks (default 60 s).
     #[must_use]
     pub fn bookmark_interval(mut self, d: Duration) -> Self {
@@ -261,17 +269,30 @@ impl ServerBuilder {
         // Register persisted CRDs and finish persisted deletions before serving.
         crate::controllers::reconcile_all(&state);
         let stop = CancellationToken::new();
-        tokio::spawn(crate::controllers::run(state.clone(), stop.clone()));
+        let mut tasks = vec![tokio::spawn(crate::controllers::run(
+            state.clone(),
+            stop.clone(),
+        ))];
         if let Some(k) = state.options.kubelet.clone() {
-            tokio::spawn(crate::kubelet::run(k, state.clone(), stop.clone()));
+            tasks.push(tokio::spawn(crate::kubelet::run(
+                k,
+                state.clone(),
+                stop.clone(),
+            )));
         }
-        tokio::spawn(accept_loop(listener, acceptor, state.clone(), stop.clone()));
+        tasks.push(tokio::spawn(accept_loop(
+            listener,
+            acceptor,
+            state.clone(),
+            stop.clone(),
+        )));
         Ok(TestServer {
             state,
             addr: local,
             tls,
             token,
             stop,
+            tasks,
         })
     }
 }
@@ -325,6 +346,8 @@ async fn accept_loop(
         });
     }
     conns.abort_all();
+    // A request may be inside a write: it completes before the loop reports it ended.
+    while conns.join_next().await.is_some() {}
 }
 
 /// Serves HTTP/1.1 or HTTP/2 on one connection, within the limits of
@@ -714,6 +737,8 @@ pub struct TestServer {
     tls: Option<TlsMaterial>,
     token: Option<String>,
     stop: CancellationToken,
+    /// The server's own tasks: controllers, the kubelet, the accept loop.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for TestServer {
@@ -821,9 +846,20 @@ impl TestServer {
             .unwrap_or(0)
     }
 
-    /// Stops the server (also done on drop).
+    /// Stops the server (also done on drop). Its tasks end soon after; see
+    /// [`TestServer::shutdown`] to wait for them.
     pub fn stop(&self) {
         self.stop.cancel();
+    }
+
+    /// Stops the server and waits until its tasks (controllers, the simulated kubelet,
+    /// connections) have ended: from then on nothing writes to its data directory, so
+    /// another server may open it.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        for task in std::mem::take(&mut self.tasks) {
+            let _ = task.await;
+        }
     }
 }
 
