@@ -1236,7 +1236,8 @@ impl Storage {
         )
     }
 
-    /// Drops history up to the current revision (tests use this to force 410s).
+    /// Drops history up to the current revision: older revisions get 410 from now on (a
+    /// starting server does it once its bootstrap is written; tests use it to force 410s).
     pub fn compact(&self) {
         let mut inner = self.lock();
         inner.history.clear();

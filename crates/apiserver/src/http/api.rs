@@ -235,7 +235,11 @@ impl ApiServer {
         let Some(def) = self.def(group, version, plural) else {
             return Err(ApiError::path_not_found());
         };
-        if parts.len() > 3 {
+        // `nodes/NAME/proxy/PATH…` carries the path to proxy after the subresource.
+        let node_proxy = def.group.is_empty()
+            && def.plural == "nodes"
+            && parts.get(2).map(String::as_str) == Some("proxy");
+        if parts.len() > 3 && !node_proxy {
             return Err(ApiError::path_not_found());
         }
         if def.namespaced != namespace.is_some() && !(def.namespaced && parts.len() == 1) {
@@ -2343,26 +2347,45 @@ fn encode_continue(rv: u64, key: &str) -> String {
 /// Decodes a continue token as kube-apiserver's storage does, with its error texts: the
 /// revision (-1: the latest, an inconsistent continuation) and the key to start after.
 fn decode_continue(tok: &str) -> Result<(i64, String), ApiError> {
-    use base64::Engine;
     let bad = |why: &str| {
         ApiError::bad_request(format!(
             "invalid continue token: continue key is not valid{why}"
         ))
     };
-    // Go's base64.RawURLEncoding: no padding accepted.
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(tok)
-        .map_err(|e| {
-            let at = match e {
-                base64::DecodeError::InvalidByte(i, _)
-                | base64::DecodeError::InvalidLastSymbol { offset: i, .. } => i,
-                base64::DecodeError::InvalidLength(n) => n,
-                base64::DecodeError::InvalidPadding => tok.find('=').unwrap_or(0),
-            };
-            bad(&format!(": illegal base64 data at input byte {at}"))
-        })?;
+    let raw = go_raw_url_base64(tok)
+        .map_err(|at| bad(&format!(": illegal base64 data at input byte {at}")))?;
     let v: Value = serde_json::from_slice(&raw)
         .map_err(|_| bad(&format!(": {}", crate::error::go_json_error(&raw))))?;
+    // Go's decoding into `continueToken{v, rv int64, start}`: a field of the wrong type
+    // (null leaves it zero).
+    let top = match &v {
+        Value::Object(_) | Value::Null => None,
+        Value::String(_) => Some("string"),
+        Value::Number(_) => Some("number"),
+        Value::Bool(_) => Some("bool"),
+        Value::Array(_) => Some("array"),
+    };
+    if let Some(kind) = top {
+        return Err(bad(&format!(
+            ": json: cannot unmarshal {kind} into Go value of type storage.continueToken"
+        )));
+    }
+    for (field, want) in [("v", "string"), ("rv", "int64"), ("start", "string")] {
+        let kind = match v.get(field) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(_)) if want == "string" => continue,
+            Some(Value::Number(n)) if want == "int64" && n.is_i64() => continue,
+            Some(Value::Number(n)) if want == "int64" => format!("number {n}"),
+            Some(Value::String(_)) => "string".to_string(),
+            Some(Value::Number(_)) => "number".to_string(),
+            Some(Value::Bool(_)) => "bool".to_string(),
+            Some(Value::Array(_)) => "array".to_string(),
+            Some(Value::Object(_)) => "object".to_string(),
+        };
+        return Err(bad(&format!(
+            ": json: cannot unmarshal {kind} into Go struct field continueToken.{field} of type {want}"
+        )));
+    }
     let version = v.get("v").and_then(Value::as_str).unwrap_or("");
     if version != "meta.k8s.io/v1" {
         return Err(bad(&format!(
@@ -2380,6 +2403,49 @@ fn decode_continue(tok: &str) -> Result<(i64, String), ApiError> {
         return Err(bad(": encoded start key empty (version meta.k8s.io/v1)"));
     }
     Ok((rv, start.to_string()))
+}
+
+/// Decodes `s` as Go's `base64.RawURLEncoding.DecodeString` does: no padding, CR and LF
+/// skipped, unused trailing bits ignored. The error is the offset Go names.
+fn go_raw_url_base64(s: &str) -> Result<Vec<u8>, usize> {
+    fn sextet(b: u8) -> Option<u32> {
+        Some(u32::from(match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        }))
+    }
+    let src = s.as_bytes();
+    let mut out = Vec::with_capacity(src.len() * 3 / 4);
+    let mut si = 0;
+    while si < src.len() {
+        // One quantum: up to four sextets.
+        let (mut val, mut j) = (0u32, 0usize);
+        while j < 4 {
+            let Some(&b) = src.get(si) else {
+                match j {
+                    0 => return Ok(out),
+                    1 => return Err(si - 1),
+                    _ => break,
+                }
+            };
+            si += 1;
+            match sextet(b) {
+                Some(v) => {
+                    val |= v << (18 - 6 * j);
+                    j += 1;
+                }
+                None if b == b'\n' || b == b'\r' => {}
+                None => return Err(si - 1),
+            }
+        }
+        let bytes = val.to_be_bytes();
+        out.extend_from_slice(&bytes[1..j]);
+    }
+    Ok(out)
 }
 
 fn too_large_rv(rv: u64, current: u64) -> ApiError {

@@ -98,7 +98,31 @@ fn subresources(
     if core && d.plural == "namespaces" {
         subs.push(("finalize", d.kind.clone(), None, vec!["update"]));
     }
+    if core && d.plural == "nodes" {
+        subs.push((
+            "proxy",
+            "NodeProxyOptions".into(),
+            None,
+            vec!["create", "delete", "get", "patch", "update"],
+        ));
+    }
     if core && d.plural == "pods" {
+        // Pod I/O is served whether or not the simulated kubelet runs (without it, a pod
+        // has no node and gets kube-apiserver's "does not have a host assigned").
+        subs.push((
+            "attach",
+            "PodAttachOptions".into(),
+            None,
+            vec!["create", "get"],
+        ));
+        subs.push(("exec", "PodExecOptions".into(), None, vec!["create", "get"]));
+        subs.push(("log", "Pod".into(), None, vec!["get"]));
+        subs.push((
+            "portforward",
+            "PodPortForwardOptions".into(),
+            None,
+            vec!["create", "get"],
+        ));
         subs.push(("binding", "Binding".into(), None, vec!["create"]));
         subs.push((
             "eviction",

@@ -268,6 +268,10 @@ impl ServerBuilder {
         }
         // Register persisted CRDs and finish persisted deletions before serving.
         crate::controllers::reconcile_all(&state);
+        // kube-apiserver's watch cache starts at the revision it first lists: a watch or
+        // an exact list from before it (resourceVersion=1, say) gets 410 Expired rather
+        // than the server's bootstrap history, which client tests of 410 handling need.
+        state.storage.compact();
         let stop = CancellationToken::new();
         let mut tasks = vec![tokio::spawn(crate::controllers::run(
             state.clone(),

@@ -23,6 +23,9 @@ pub(crate) async fn serve(
     let (Some(name), Some(sub)) = (t.name.as_deref(), t.sub.as_deref()) else {
         return Err(req);
     };
+    if t.def.group.is_empty() && t.def.plural == "nodes" && sub == "proxy" {
+        return Ok(node_proxy(srv, t, name).unwrap_or_else(|e| h::error_response(&e)));
+    }
     if !(t.def.group.is_empty() && t.def.plural == "pods") {
         return Err(req);
     }
@@ -34,6 +37,76 @@ pub(crate) async fn serve(
         _ => return Err(req),
     };
     Ok(result.unwrap_or_else(|e| h::error_response(&e)))
+}
+
+/// `nodes/NAME/proxy/…`: kube-apiserver's answers up to the point where it would dial the
+/// node's kubelet, which the embedded server never does (the simulated kubelet has no
+/// HTTP endpoint, and its node's address is loopback, which kube-apiserver refuses).
+fn node_proxy(srv: &ApiServer, t: &Target, name: &str) -> Result<Response<Body>, ApiError> {
+    let node = srv
+        .storage
+        .get(&t.def.storage_key(), "", name)
+        .ok_or_else(|| ApiError::not_found(&t.def, name))?;
+    let addresses: Vec<(&str, &str)> = node
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    (
+                        x.get("type").and_then(Value::as_str).unwrap_or(""),
+                        x.get("address").and_then(Value::as_str).unwrap_or(""),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // kube-apiserver's default --kubelet-preferred-address-types.
+    let preferred = [
+        "Hostname",
+        "InternalDNS",
+        "InternalIP",
+        "ExternalDNS",
+        "ExternalIP",
+    ]
+    .iter()
+    .find_map(|ty| addresses.iter().find(|(t, _)| t == ty).map(|(_, a)| *a));
+    let Some(address) = preferred else {
+        let known: Vec<String> = addresses
+            .iter()
+            .map(|(t, a)| format!("{{{t} {a}}}"))
+            .collect();
+        return Err(ApiError::new(
+            500,
+            "",
+            format!(
+                "no preferred addresses found; known addresses: [{}]",
+                known.join(" ")
+            ),
+        ));
+    };
+    let proxyable = match address.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => {
+            !(ip.is_loopback() || ip.is_link_local() || ip.is_unspecified() || ip.is_multicast())
+        }
+        Ok(std::net::IpAddr::V6(ip)) => {
+            !(ip.is_loopback()
+                || ip.is_unspecified()
+                || ip.is_unicast_link_local()
+                || ip.is_multicast())
+        }
+        Err(_) => !address.eq_ignore_ascii_case("localhost"),
+    };
+    if !proxyable {
+        return Err(ApiError::bad_request("address not allowed"));
+    }
+    Err(ApiError::new(
+        503,
+        "ServiceUnavailable",
+        format!(
+            "error trying to reach service: the embedded API server does not proxy to kubelets (node {name}, address {address})"
+        ),
+    ))
 }
 
 fn pod(srv: &ApiServer, t: &Target, name: &str) -> Result<Arc<Value>, ApiError> {

@@ -33,7 +33,7 @@ fn only_builtin_groups(body: &mut Value) {
 const HPA_V1: &str = "the embedded server serves HorizontalPodAutoscalers as autoscaling/v2 only";
 const CSR_APPROVAL: &str =
     "the embedded server has no certificatesigningrequests/approval subresource";
-const PROXY_SUBS: &str = "the embedded server runs no pods: no log/exec/attach/portforward/proxy/resize/ephemeralcontainers subresources";
+const PROXY_SUBS: &str = "the embedded server serves no pods/proxy, services/proxy, pods/resize or pods/ephemeralcontainers";
 
 /// `/version`, for the admin and without credentials.
 pub fn version() -> Scenario {
@@ -90,8 +90,9 @@ pub fn discovery() -> Scenario {
         steps: vec![
             get("api", "/api"),
             get("api-v1", "/api/v1")
-                .ignore("body.resources[name=pods/*]", PROXY_SUBS)
-                .ignore("body.resources[name=nodes/proxy]", PROXY_SUBS)
+                .ignore("body.resources[name=pods/proxy]", PROXY_SUBS)
+                .ignore("body.resources[name=pods/resize]", PROXY_SUBS)
+                .ignore("body.resources[name=pods/ephemeralcontainers]", PROXY_SUBS)
                 .ignore("body.resources[name=services/proxy]", PROXY_SUBS),
             get("apis", "/apis")
                 .transform(only_builtin_groups)
@@ -122,8 +123,9 @@ pub fn discovery_aggregated() -> Scenario {
         steps: vec![
             get("api", "/api")
                 .header("Accept", AGGREGATED)
-                .ignore("body.items[0].versions[version=v1].resources[resource=pods].subresources", PROXY_SUBS)
-                .ignore("body.items[0].versions[version=v1].resources[resource=nodes].subresources[subresource=proxy]", PROXY_SUBS)
+                .ignore("body.items[0].versions[version=v1].resources[resource=pods].subresources[subresource=proxy]", PROXY_SUBS)
+                .ignore("body.items[0].versions[version=v1].resources[resource=pods].subresources[subresource=resize]", PROXY_SUBS)
+                .ignore("body.items[0].versions[version=v1].resources[resource=pods].subresources[subresource=ephemeralcontainers]", PROXY_SUBS)
                 .ignore("body.items[0].versions[version=v1].resources[resource=services].subresources[subresource=proxy]", PROXY_SUBS),
             get("apis", "/apis")
                 .header("Accept", AGGREGATED)
@@ -5428,6 +5430,138 @@ pub fn mutating_policies() -> Scenario {
             delete("delete-reads-binding", &format!("{bindings}/{{ns}}-a-reads")),
             delete("delete-writes", &format!("{policies}/{{ns}}-z-writes")),
             delete("delete-writes-binding", &format!("{bindings}/{{ns}}-z-writes")),
+        ],
+    }
+}
+
+/// `nodes/NAME/proxy/…` up to where kube-apiserver would dial the kubelet: a missing
+/// node, a node without addresses, a node whose address may not be proxied to.
+pub fn node_proxy() -> Scenario {
+    let node = "/api/v1/nodes/{ns}-node";
+    Scenario {
+        name: "node_proxy",
+        steps: vec![
+            get("missing", "/api/v1/nodes/{ns}-missing/proxy/healthz"),
+            get("missing-no-path", "/api/v1/nodes/{ns}-missing/proxy"),
+            post(
+                "create",
+                "/api/v1/nodes",
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "{ns}-node"}}),
+            )
+            .ignore("body", "a node's defaults and taints are the node controllers' business, not this scenario's"),
+            get("no-address", &format!("{node}/proxy/healthz")),
+            patch(
+                "loopback-address",
+                &format!("{node}/status"),
+                MERGE,
+                json!({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}}),
+            )
+            .ignore("body", "a node's status is the node controllers' business"),
+            get("loopback", &format!("{node}/proxy/healthz")),
+            get("loopback-no-path", &format!("{node}/proxy")),
+            post("loopback-post", &format!("{node}/proxy/configz"), json!({})),
+            delete("delete", node).ignore("body", "a node's status is the node controllers' business"),
+        ],
+    }
+}
+
+/// Continue tokens decoded as Go's base64.RawURLEncoding decodes them (the offsets it
+/// names, unused trailing bits and line breaks ignored), then as JSON.
+pub fn continue_tokens() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps?limit=1&continue=";
+    let token = |t: &str| format!("{p}{t}");
+    Scenario {
+        name: "continue_tokens",
+        steps: vec![
+            // `{"v":"meta.k8s.io/v1","rv":10,"start":"a` : valid base64 of truncated JSON.
+            get(
+                "truncated-json",
+                &token("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTAsInN0YXJ0IjoiYSJ"),
+            ),
+            get("one-char-over", &token("abcde")),
+            get("padding", &token("ab=c")),
+            get("line-break", &token("e30%0A")),
+            get("line-break-inside", &token("e3%0D%0A0")),
+            get("trailing-bits", &token("e31")),
+            get("bad-char-late", &token("e30e30e30e3.")),
+            // `{"v":"meta.k8s.io/v1","rv":-1,"start":""}`
+            get(
+                "empty-start",
+                &token("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoiIn0"),
+            ),
+            // `{"v":"meta.k8s.io/v1","rv":"5","start":"a"}`: rv of the wrong type.
+            get(
+                "rv-string",
+                &token("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6IjUiLCJzdGFydCI6ImEifQ"),
+            ),
+            // `{"v":"meta.k8s.io/v1","rv":1.5,"start":"a"}`
+            get(
+                "rv-fraction",
+                &token("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MS41LCJzdGFydCI6ImEifQ"),
+            ),
+            // `{"v":1,"rv":1,"start":"a"}`, `{"v":null,"rv":1,"start":"a"}`, `null`, `[1]`
+            get("v-number", &token("eyJ2IjoxLCJydiI6MSwic3RhcnQiOiJhIn0")),
+            get("v-null", &token("eyJ2IjpudWxsLCJydiI6MSwic3RhcnQiOiJhIn0")),
+            get("null", &token("bnVsbA")),
+            get("array", &token("WzFd")),
+        ],
+    }
+}
+
+/// The oldest revision in kube-apiserver's watch cache stands for the revision it was
+/// when it listed.
+fn oldest_revision(v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if let Some(at) = s.find(" (")
+                && s.starts_with("too old resource version:")
+            {
+                s.truncate(at);
+                s.push_str(" (oldest)");
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(oldest_revision),
+        Value::Object(o) => o.values_mut().for_each(oldest_revision),
+        _ => {}
+    }
+}
+
+/// Revisions from before the server started serving (older than its watch cache, or
+/// compacted away): 410 Expired for a watch, an exact list and a continued one.
+pub fn old_revisions() -> Scenario {
+    let p = "/api/v1/namespaces/{ns}/configmaps";
+    Scenario {
+        name: "old_revisions",
+        steps: vec![
+            get(
+                "watch-from-1",
+                &format!("{p}?watch=true&resourceVersion=1&timeoutSeconds=1"),
+            )
+            .stream()
+            .transform(oldest_revision),
+            get(
+                "watch-from-1-bookmarks",
+                &format!(
+                    "{p}?watch=true&resourceVersion=1&allowWatchBookmarks=true&timeoutSeconds=1"
+                ),
+            )
+            .stream()
+            .transform(oldest_revision),
+            get(
+                "list-exact-1",
+                &format!("{p}?resourceVersion=1&resourceVersionMatch=Exact"),
+            ),
+            get(
+                "list-exact-1-limit",
+                &format!("{p}?resourceVersion=1&resourceVersionMatch=Exact&limit=1"),
+            ),
+            // `{"v":"meta.k8s.io/v1","rv":2,"start":"a"}`
+            get(
+                "continue-from-2",
+                &format!(
+                    "{p}?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Miwic3RhcnQiOiJhIn0"
+                ),
+            ),
         ],
     }
 }
