@@ -2,3 +2,4 @@
 
 pub(crate) mod impersonation;
 pub(crate) mod rbac;
+pub(crate) mod token_file;

@@ -150,6 +150,13 @@ pub async fn spdy_session(input: &[u8]) -> Result<(), String> {
     result
 }
 
+/// An exec (`sh -c cat`) or port-forward (port 80 echo, 81 refused) session over a
+/// WebSocket whose client sends `input` as raw frames and closes; `protocol` picks the
+/// sub-protocol (v5, v4, v4.base64, base64, channel). Returns what the server sent.
+pub async fn websocket_session(protocol: u8, port_forward: bool, input: &[u8]) -> Vec<u8> {
+    crate::kubelet::fuzz_session(protocol, port_forward, input).await
+}
+
 /// Parses an uncompressed SPDY header block as the port-forward server does: the number
 /// of header values, or why the block is refused.
 pub fn spdy_header_block(block: &[u8]) -> Result<usize, String> {
@@ -158,11 +165,69 @@ pub fn spdy_header_block(block: &[u8]) -> Result<usize, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The subject common name and organizations the server reads from a client
+/// certificate (DER), as its x509 authenticator does.
+pub fn x509_subject(der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
+    crate::http::server::x509_subject(der)
+}
+
+/// What recovery makes of a data directory's log (`objects.wal`): the objects it holds
+/// (resource, namespace, name) and the revision, or why the start is refused.
+pub fn wal_recover(log: &[u8], salvage: bool) -> Result<crate::storage::Recovered, String> {
+    crate::storage::recover_for_fuzzing(log, salvage)
+}
+
+/// A webhook's answer to the review with uid `fuzz`, read as the server reads it; an
+/// allowed mutation's JSON patch is then applied, within the server's bounds, to a
+/// ConfigMap. Returns whether it was allowed and the patched object, or the error.
+pub fn webhook_answer(raw: &[u8], mutating: bool) -> Result<(bool, Option<Value>), String> {
+    let answer =
+        crate::http::admission::webhook::read_answer(raw, "fuzz", mutating).map_err(|e| e.0)?;
+    let Some(patch) = answer.patch.filter(|_| answer.allowed) else {
+        return Ok((answer.allowed, None));
+    };
+    let ops: Vec<json_patch::PatchOperation> =
+        serde_json::from_slice(&patch).map_err(|e| e.to_string())?;
+    let mut doc = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "namespace": "default", "labels": {"a": "b"}},
+        "data": {"k": "v"}});
+    crate::http::limits::apply_json_patch_bounded(&mut doc, &ops)
+        .map_err(|_| "the patch could not be applied".to_string())?;
+    Ok((true, Some(doc)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::http::api::ServerOptions;
     use serde_json::json;
+
+    /// A client's masked binary frame.
+    fn masked(payload: &[u8], opcode: u8) -> Vec<u8> {
+        let key = [0x11u8, 0x22, 0x33, 0x44];
+        let mut f = vec![0x80 | opcode, 0x80 | u8::try_from(payload.len()).unwrap()];
+        f.extend_from_slice(&key);
+        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+        f
+    }
+
+    #[tokio::test]
+    async fn a_websocket_exec_session_runs_the_frames_it_is_fed() {
+        let mut input = masked(b"\x00hello from stdin\n", 2);
+        input.extend(masked(b"\xff\x00", 2)); // v5: stdin closed
+        let out = websocket_session(0, false, &input).await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("hello from stdin"),
+            "cat echoed nothing: {text:?}"
+        );
+        assert!(text.contains(r#""status":"Success""#), "{text:?}");
+        // Port-forward, v4 binary: the first data on a channel starts with its port
+        // (little endian); the data is echoed.
+        let input = masked(b"\x00\x50\x00ping", 2);
+        let out = websocket_session(1, true, &input).await;
+        assert!(out.windows(4).any(|w| w == b"ping"), "{out:?}");
+    }
 
     #[tokio::test]
     async fn handle_serves_like_the_http_server() {

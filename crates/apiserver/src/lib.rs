@@ -23,6 +23,7 @@ mod registry;
 mod storage;
 
 pub use crate::auth::rbac::UserInfo;
+pub use crate::auth::token_file::{TokenFileError, TokenUser, parse as parse_token_file};
 pub use crate::http::api::{ApiServer, ServerOptions};
 pub use crate::http::limits::Limits;
 pub use crate::http::server::{ServeError, ServerBuilder, TestServer, TlsMaterial};

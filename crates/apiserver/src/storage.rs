@@ -369,6 +369,67 @@ fn apply_record(inner: &mut Inner, rec: RecordIn) -> bool {
     true
 }
 
+/// Loads every record of a log's bytes into `inner`: a torn end is left for the caller to
+/// cut (the offset where it starts is returned), damage in the middle fails with
+/// [`CorruptLog`] unless salvaging.
+fn load_log(inner: &mut Inner, bytes: &[u8], path: &Path, options: OpenOptions) -> io::Result<u64> {
+    let mut records = Records::new(bytes);
+    let mut unreadable = 0usize;
+    for payload in records.by_ref() {
+        let rec = serde_json::from_slice::<RecordIn>(payload);
+        if !rec.is_ok_and(|rec| apply_record(inner, rec)) {
+            unreadable += 1;
+        }
+    }
+    let tail = bytes.len() - records.good_end;
+    if tail > 0 {
+        tracing::warn!(
+            "dropping a torn record ({tail} bytes) at the end of {}",
+            path.display()
+        );
+    }
+    let damaged = records.skipped.saturating_sub(tail);
+    if damaged > 0 || unreadable > 0 {
+        let corrupt = CorruptLog {
+            path: path.to_path_buf(),
+            offset: records.first_damage.unwrap_or(0) as u64,
+            damaged: damaged as u64,
+            unreadable: unreadable as u64,
+        };
+        if !options.salvage {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, corrupt));
+        }
+        tracing::warn!("salvaging: {corrupt}");
+    }
+    Ok(records.good_end as u64)
+}
+
+/// What a log recovers to: the keys of its objects (resource, namespace, name) and the
+/// revision.
+pub type Recovered = (Vec<(String, String, String)>, u64);
+
+/// What recovery makes of a log's bytes, for the fuzz target, or why it refused.
+pub(crate) fn recover_for_fuzzing(bytes: &[u8], salvage: bool) -> Result<Recovered, String> {
+    let mut inner = Inner {
+        rv: 1,
+        data: HashMap::new(),
+        history: VecDeque::new(),
+        compacted: 1,
+    };
+    let good_end = load_log(&mut inner, bytes, Path::new(LOG), OpenOptions { salvage })
+        .map_err(|e| e.to_string())?;
+    assert!(good_end as usize <= bytes.len());
+    let objects = inner
+        .data
+        .iter()
+        .flat_map(|(r, objs)| {
+            objs.keys()
+                .map(move |(ns, n)| (r.clone(), ns.clone(), n.clone()))
+        })
+        .collect();
+    Ok((objects, inner.rv))
+}
+
 /// Loads the legacy log (one JSON record per line); returns the lines it had to skip.
 /// Bytes, not UTF-8 text: a line torn inside a multi-byte character is skipped like any
 /// other, and a torn record followed by an intact one on the same line (the old writer
@@ -813,35 +874,7 @@ impl Storage {
             };
             let (mut good_end, mut file_len) = (0u64, 0u64);
             if let Some(bytes) = read_if_exists(&path)? {
-                let mut records = Records::new(&bytes);
-                let mut unreadable = 0usize;
-                for payload in records.by_ref() {
-                    let rec = serde_json::from_slice::<RecordIn>(payload);
-                    if !rec.is_ok_and(|rec| apply_record(&mut inner, rec)) {
-                        unreadable += 1;
-                    }
-                }
-                let tail = bytes.len() - records.good_end;
-                if tail > 0 {
-                    tracing::warn!(
-                        "dropping a torn record ({tail} bytes) at the end of {}",
-                        path.display()
-                    );
-                }
-                let damaged = records.skipped.saturating_sub(tail);
-                if damaged > 0 || unreadable > 0 {
-                    let corrupt = CorruptLog {
-                        path: path.clone(),
-                        offset: records.first_damage.unwrap_or(0) as u64,
-                        damaged: damaged as u64,
-                        unreadable: unreadable as u64,
-                    };
-                    if !options.salvage {
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, corrupt));
-                    }
-                    tracing::warn!("salvaging: {corrupt}");
-                }
-                good_end = records.good_end as u64;
+                good_end = load_log(&mut inner, &bytes, &path, options)?;
                 file_len = bytes.len() as u64;
             }
             // Objects an older version kept under a view's own key move to the stored

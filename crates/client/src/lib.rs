@@ -17,6 +17,9 @@ pub mod client;
 pub mod config;
 pub mod discovery;
 pub mod error;
+/// Entry points for the fuzz targets in `fuzz/`; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod limiter;
 pub mod pod;
 pub mod proxy;

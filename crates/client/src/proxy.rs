@@ -779,6 +779,22 @@ impl tower::Service<Uri> for ProxyConnector {
     }
 }
 
+/// The handshake of `proxy`'s kind over `stream`, to `host:port` (the fuzz target's way
+/// in: the replies come from whoever runs the proxy).
+pub(crate) async fn tunnel_for_fuzzing<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    proxy: &ProxyTarget,
+    host: &str,
+    port: u16,
+) -> Result<(), ProxyError> {
+    match proxy.scheme {
+        ProxyScheme::Socks5 | ProxyScheme::Socks5h => {
+            socks5_connect(stream, proxy, &SocksAddr::Name(host.to_owned()), port).await
+        }
+        ProxyScheme::Http | ProxyScheme::Https => http_connect(stream, proxy, host, port).await,
+    }
+}
+
 /// Most bytes of a `CONNECT` response head.
 const MAX_CONNECT_RESPONSE: usize = 16 * 1024;
 

@@ -8,15 +8,27 @@
 use crate::client::Client;
 use crate::error::{Error, Result};
 use http::{Request, StatusCode, header};
-use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
+/// What a WebSocket runs over: an upgraded API server connection (memory, in the fuzz
+/// targets).
+pub(crate) trait WsIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> WsIo for T {}
+
 /// A WebSocket over an upgraded API server connection.
-pub(crate) type WsStream = WebSocketStream<TokioIo<Upgraded>>;
+pub(crate) type WsStream = WebSocketStream<Box<dyn WsIo>>;
+
+/// The client side of a WebSocket over `io`, with the message and frame bounds.
+pub(crate) async fn client_socket(io: Box<dyn WsIo>) -> WsStream {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE));
+    WebSocketStream::from_raw_socket(io, Role::Client, Some(config)).await
+}
 
 /// The largest message accepted from the server. The kubelet sends at most 32 KiB per
 /// message; anything much larger is a broken or hostile peer.
@@ -71,12 +83,8 @@ pub(crate) async fn connect(
     let upgraded = hyper::upgrade::on(&mut resp)
         .await
         .map_err(|e| Error::WebSocket(Box::new(e)))?;
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_MESSAGE))
-        .max_frame_size(Some(MAX_MESSAGE));
-    let ws =
-        WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Client, Some(config)).await;
-    Ok((ws, chosen))
+    let upgraded: Box<dyn WsIo> = Box::new(TokioIo::new(upgraded));
+    Ok((client_socket(upgraded).await, chosen))
 }
 
 /// A query string from pairs (`?a=1&b=2`, or empty).

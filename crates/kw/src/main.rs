@@ -1,7 +1,5 @@
 //! `kw`: the kubewright command line.
 
-mod tokenfile;
-
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -149,7 +147,8 @@ async fn serve(o: ServeOptions) -> Result<(), String> {
         let shown = path.display().to_string();
         let content =
             std::fs::read_to_string(path).map_err(|e| format!("--token-auth-file {shown}: {e}"))?;
-        users = tokenfile::parse(&shown, &content).map_err(|e| e.to_string())?;
+        users =
+            kubewright_apiserver::parse_token_file(&shown, &content).map_err(|e| e.to_string())?;
         for u in &users {
             let groups: Vec<&str> = u.groups.iter().map(String::as_str).collect();
             let mut info = kubewright_apiserver::UserInfo::new(&u.name, &groups);
@@ -239,7 +238,7 @@ fn context_name(user: &str) -> String {
 fn kubeconfig_with_users(
     server: &kubewright_apiserver::TestServer,
     admin_token: &str,
-    users: &[tokenfile::TokenUser],
+    users: &[kubewright_apiserver::TokenUser],
 ) -> Result<String, String> {
     use serde_json::json;
     let mut cluster = json!({"server": server.url()});

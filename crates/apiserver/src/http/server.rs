@@ -461,7 +461,7 @@ fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 }
 
 /// The subject common name and organizations of a DER certificate.
-fn x509_subject(der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
+pub(crate) fn x509_subject(der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
     const SEQUENCE: u8 = 0x30;
     const SET: u8 = 0x31;
     const OID_CN: &[u8] = &[0x55, 0x04, 0x03];

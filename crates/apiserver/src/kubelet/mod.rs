@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 pub(crate) use io::serve;
 pub(crate) use sim::{graceful_delete, mark_terminating, run};
+pub(crate) use ws::fuzz_session;
 
 /// The default name of the simulated node.
 pub const DEFAULT_NODE: &str = "kubewright-node";

@@ -56,7 +56,25 @@ pub(crate) const PORTFORWARD_PROTOCOLS: &[&str] = &[
     "base64.channel.k8s.io",
 ];
 
-type Socket = WebSocketStream<super::idle::Watched<TokioIo<hyper::upgrade::Upgraded>>>;
+/// What a session's WebSocket runs over: the upgraded connection (memory, in the fuzz
+/// target).
+pub(crate) trait SessionIo:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send
+{
+}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> SessionIo for T {}
+
+pub(crate) type Socket = WebSocketStream<super::idle::Watched<Box<dyn SessionIo>>>;
+
+/// A server-side WebSocket over `io`, with the session limits on messages and frames.
+pub(crate) async fn server_socket(io: Box<dyn SessionIo>) -> (Socket, Arc<super::idle::Activity>) {
+    let cfg = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE));
+    let (io, activity) = super::idle::Watched::new(io);
+    let sock = WebSocketStream::from_raw_socket(io, Role::Server, Some(cfg)).await;
+    (sock, activity)
+}
 
 /// A negotiated sub-protocol.
 #[derive(Clone, Debug)]
@@ -197,14 +215,7 @@ pub(crate) async fn upgrade(
     on: hyper::upgrade::OnUpgrade,
 ) -> Option<(Socket, Arc<super::idle::Activity>)> {
     match on.await {
-        Ok(io) => {
-            let cfg = WebSocketConfig::default()
-                .max_message_size(Some(MAX_MESSAGE))
-                .max_frame_size(Some(MAX_MESSAGE));
-            let (io, activity) = super::idle::Watched::new(TokioIo::new(io));
-            let sock = WebSocketStream::from_raw_socket(io, Role::Server, Some(cfg)).await;
-            Some((sock, activity))
-        }
+        Ok(io) => Some(server_socket(Box::new(TokioIo::new(io))).await),
         Err(e) => {
             tracing::debug!("websocket upgrade failed: {e}");
             None
@@ -602,6 +613,91 @@ pub(crate) async fn port_forward(
     }
     drop(out);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
+}
+
+/// One session whose client sends `input` (raw WebSocket frames, masked as a client's
+/// are) and then closes: an exec of the built-in `sh -c cat` with stdin, stdout and
+/// stderr, or a port-forward of port 80 (echo) and 81 (refused). `protocol` picks the
+/// sub-protocol. Returns what the server sent (at most 1 MiB is kept). For the fuzz
+/// target: the frames and channel messages are what an untrusted client controls.
+pub(crate) async fn fuzz_session(protocol: u8, port_forward: bool, input: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const NAMES: [&str; 5] = [
+        "v5.channel.k8s.io",
+        "v4.channel.k8s.io",
+        "v4.base64.channel.k8s.io",
+        "base64.channel.k8s.io",
+        "channel.k8s.io",
+    ];
+    let proto = Proto::of(NAMES[usize::from(protocol) % NAMES.len()]);
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let (mut rd, mut wr) = tokio::io::split(client);
+    let input = input.to_vec();
+    let feed = tokio::spawn(async move {
+        let _ = wr.write_all(&input).await;
+        // Let the session act on the frames before the connection ends (end of stream
+        // is a client gone, which cuts the session short).
+        for _ in 0..256 {
+            tokio::task::yield_now().await;
+        }
+        let _ = wr.shutdown().await;
+        // Keep this side open until the server is done (a drop would cut its output).
+        std::future::pending::<()>().await;
+    });
+    let drain = tokio::spawn(async move {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = rd.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            if out.len() < 1 << 20 {
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        out
+    });
+    let (sock, _activity) = server_socket(Box::new(server)).await;
+    let pod = PodRef {
+        namespace: "default".into(),
+        name: "fuzz".into(),
+        uid: "fuzz-uid".into(),
+    };
+    let session: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = if port_forward {
+        Box::pin(self::port_forward(
+            sock,
+            proto,
+            pod,
+            vec![
+                (80, PortTarget::Echo),
+                (81, PortTarget::Refuse("nothing listens on 81".into())),
+            ],
+        ))
+    } else {
+        let params = ExecParams {
+            kind: SessionKind::Exec,
+            container: super::ContainerRef {
+                pod,
+                container: "c".into(),
+                image: "busybox".into(),
+            },
+            command: vec!["sh".into(), "-c".into(), "cat".into()],
+            tty: false,
+            env: Vec::new(),
+            stdin: true,
+            stdout: true,
+            stderr: true,
+        };
+        Box::pin(exec(sock, proto, params, super::Kubelet::new().exec))
+    };
+    // A session the input leaves waiting (a half-open stream) is ended by the bound.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), session).await;
+    feed.abort();
+    // The session's tasks drop the socket as they end; what they sent is read to EOF.
+    match tokio::time::timeout(std::time::Duration::from_secs(2), drain).await {
+        Ok(out) => out.unwrap_or_default(),
+        Err(_) => Vec::new(),
+    }
 }
 
 #[cfg(test)]

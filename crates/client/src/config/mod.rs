@@ -26,7 +26,7 @@
 
 mod auth;
 mod error;
-mod exec;
+pub(crate) mod exec;
 mod incluster;
 mod kubeconfig;
 mod redact;

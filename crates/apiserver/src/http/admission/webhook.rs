@@ -406,15 +406,16 @@ fn match_conditions(hook: &Hook, attrs: &Attributes, inv: &Invocation) -> Result
 }
 
 /// What a webhook answered.
-struct Answer {
-    allowed: bool,
-    status: Option<Value>,
-    patch: Option<Vec<u8>>,
-    warnings: Vec<String>,
+pub(crate) struct Answer {
+    pub(crate) allowed: bool,
+    pub(crate) status: Option<Value>,
+    /// The JSON patch, base64-decoded.
+    pub(crate) patch: Option<Vec<u8>>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// A failure to call the webhook or a bad answer: subject to `failurePolicy`.
-struct CallError(String);
+pub(crate) struct CallError(pub(crate) String);
 
 async fn call_hook(
     srv: &ApiServer,
@@ -434,16 +435,20 @@ async fn call_hook(
     let raw = call::post(&srv.storage, &hook.client_config, body, hook.timeout)
         .await
         .map_err(|e| Ok(CallError(format!("failed to call webhook: {e}"))))?;
-    let invalid = |why: String| {
-        Ok(CallError(format!(
-            "received invalid webhook response: {why}"
-        )))
-    };
-    let answer: Value = serde_json::from_slice(&raw).map_err(|e| {
-        Ok(CallError(format!(
+    let answer = read_answer(&raw, &uid, mutating).map_err(Ok)?;
+    Ok((answer, objects))
+}
+
+/// Reads a webhook's answer to the review `uid` as kube-apiserver does: an
+/// `admission.k8s.io/v1` AdmissionReview whose response has that uid, a base64 JSON patch
+/// only from a mutating webhook and only with `patchType: JSONPatch`.
+pub(crate) fn read_answer(raw: &[u8], uid: &str, mutating: bool) -> Result<Answer, CallError> {
+    let invalid = |why: String| CallError(format!("received invalid webhook response: {why}"));
+    let answer: Value = serde_json::from_slice(raw).map_err(|e| {
+        CallError(format!(
             "failed to call webhook: couldn't get version/kind; json parse error: {}",
-            go_decode_error(&raw, &e)
-        )))
+            go_decode_error(raw, &e)
+        ))
     })?;
     let av = text(&answer, "apiVersion");
     let kind = text(&answer, "kind");
@@ -468,7 +473,7 @@ async fn call_hook(
             Some(
                 base64::engine::general_purpose::STANDARD
                     .decode(p)
-                    .map_err(|e| Ok(CallError(format!("failed to call webhook: {e}"))))?,
+                    .map_err(|e| CallError(format!("failed to call webhook: {e}")))?,
             )
         }
         _ => None,
@@ -494,18 +499,15 @@ async fn call_hook(
             }
         }
     }
-    Ok((
-        Answer {
-            allowed: resp
-                .get("allowed")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            status: resp.get("status").cloned(),
-            patch,
-            warnings: strings(resp.get("warnings")),
-        },
-        objects,
-    ))
+    Ok(Answer {
+        allowed: resp
+            .get("allowed")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        status: resp.get("status").cloned(),
+        patch,
+        warnings: strings(resp.get("warnings")),
+    })
 }
 
 /// What client-go's decoder says of a body that is not a JSON object: it reads YAML too,

@@ -1,4 +1,4 @@
-//! kube-apiserver's `--token-auth-file` format: CSV records `token,user,uid[,"group1,group2"]`
+//! kube-apiserver's `--token-auth-file` format (`kw serve --token-auth-file`): CSV records `token,user,uid[,"group1,group2"]`
 //! (further columns are ignored), read the way kube-apiserver reads it.
 
 use std::fmt;
