@@ -113,6 +113,13 @@ impl ResourceDef {
     }
     /// Storage key shared by all versions of a resource.
     pub fn storage_key(&self) -> String {
+        if self.group == "autoscaling"
+            && self.plural == "horizontalpodautoscalers"
+            && self.version == "v1"
+        {
+            // Kept in autoscaling/v2's form (storage/autoscaling.rs).
+            return crate::storage::HPA_V1_KEY.to_string();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 }

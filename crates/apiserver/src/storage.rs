@@ -22,6 +22,7 @@
 //! Reads never wait for the disk: a write runs its closure and syncs the log holding
 //! only the writers' lock, and takes the state lock just to apply the change.
 
+pub mod autoscaling;
 pub mod events;
 
 use serde_json::Value;
@@ -80,14 +81,29 @@ pub struct View {
     pub write: fn(&Value) -> Value,
 }
 
-static VIEWS: [(&str, View); 1] = [(
-    "events.k8s.io/events",
-    View {
-        stored: "/events",
-        read: events::to_events_v1,
-        write: events::to_core_v1,
-    },
-)];
+static VIEWS: [(&str, View); 2] = [
+    (
+        "events.k8s.io/events",
+        View {
+            stored: "/events",
+            read: events::to_events_v1,
+            write: events::to_core_v1,
+        },
+    ),
+    // autoscaling/v1 HorizontalPodAutoscalers are autoscaling/v2 ones in storage.
+    (
+        HPA_V1_KEY,
+        View {
+            stored: "autoscaling/horizontalpodautoscalers",
+            read: autoscaling::to_v1,
+            write: autoscaling::to_v2,
+        },
+    ),
+];
+
+/// The key autoscaling/v1 HorizontalPodAutoscalers are read and written under (a view of
+/// the v2 ones).
+pub const HPA_V1_KEY: &str = "autoscaling/horizontalpodautoscalers@v1";
 
 /// How `resource` is kept under another resource's key, if it is.
 pub fn view(resource: &str) -> Option<&'static View> {

@@ -47,6 +47,7 @@ scenarios!(
     node_proxy,
     continue_tokens,
     old_revisions,
+    hpa_v1,
     namespace,
     serviceaccount_secret,
     deployment,

@@ -177,6 +177,9 @@ fn storage_gvk(d: &ResourceDef, crds: &StorageVersions) -> (String, String, Stri
     if d.group == "events.k8s.io" && d.kind == "Event" {
         return (String::new(), "v1".into(), "Event".into());
     }
+    if d.group == "autoscaling" && d.kind == "HorizontalPodAutoscaler" {
+        return (d.group.clone(), "v2".into(), d.kind.clone());
+    }
     if d.group == "apiextensions.k8s.io" && d.kind == "CustomResourceDefinition" {
         return (d.group.clone(), "v1beta1".into(), d.kind.clone());
     }

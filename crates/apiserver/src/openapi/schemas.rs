@@ -99,6 +99,7 @@ macro_rules! builtin_types {
             k8s_openapi::api::apps::v1::ReplicaSet,
             k8s_openapi::api::apps::v1::StatefulSet,
             k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
+            k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler,
             k8s_openapi::api::batch::v1::CronJob,
             k8s_openapi::api::batch::v1::Job,
             k8s_openapi::api::certificates::v1::CertificateSigningRequest,

@@ -697,12 +697,62 @@ static HPA: Kind = Kind {
     status: Some(|_| json!({"desiredReplicas": 0, "currentMetrics": null})),
     defaults: Some(|o| {
         crate::registry::defaults::set_default(o, "/spec/minReplicas", json!(1));
+        if o.get("apiVersion").and_then(Value::as_str) == Some("autoscaling/v1") {
+            // What v1 shows of v2's default metric (a CPU target of 80%), when neither
+            // the CPU field nor the other-metrics annotation sets one.
+            let others = o
+                .pointer("/metadata/annotations/autoscaling.alpha.kubernetes.io~1metrics")
+                .and_then(Value::as_str)
+                .and_then(|a| serde_json::from_str::<Vec<Value>>(a).ok())
+                .is_some_and(|m| !m.is_empty());
+            if !others {
+                crate::registry::defaults::set_default(
+                    o,
+                    "/spec/targetCPUUtilizationPercentage",
+                    json!(80),
+                );
+            }
+            return;
+        }
         if o.pointer("/spec/metrics")
             .and_then(Value::as_array)
             .is_none_or(Vec::is_empty)
         {
             o["spec"]["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
                 "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+        }
+        // A behavior that is set gets every rule it leaves out (autoscaling/v2's
+        // SetDefaults_HorizontalPodAutoscalerBehavior): field by field, per direction.
+        if let Some(b) = o
+            .pointer_mut("/spec/behavior")
+            .and_then(Value::as_object_mut)
+        {
+            let defaults = [
+                (
+                    "scaleUp",
+                    json!({"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                        "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                            {"type": "Percent", "value": 100, "periodSeconds": 15}]}),
+                ),
+                (
+                    "scaleDown",
+                    json!({"selectPolicy": "Max",
+                        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}),
+                ),
+            ];
+            for (direction, default) in defaults {
+                let rules = b.entry(direction).or_insert_with(|| json!({}));
+                if rules.is_null() {
+                    *rules = json!({});
+                }
+                if let (Some(r), Some(d)) = (rules.as_object_mut(), default.as_object()) {
+                    for (k, v) in d {
+                        if r.get(k).is_none_or(Value::is_null) {
+                            r.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
         }
     }),
     ..kind(Generation::None)

@@ -30,7 +30,6 @@ fn only_builtin_groups(body: &mut Value) {
     }
 }
 
-const HPA_V1: &str = "the embedded server serves HorizontalPodAutoscalers as autoscaling/v2 only";
 const CSR_APPROVAL: &str =
     "the embedded server has no certificatesigningrequests/approval subresource";
 const PROXY_SUBS: &str = "the embedded server serves no pods/proxy, services/proxy, pods/resize or pods/ephemeralcontainers";
@@ -94,16 +93,14 @@ pub fn discovery() -> Scenario {
                 .ignore("body.resources[name=pods/resize]", PROXY_SUBS)
                 .ignore("body.resources[name=pods/ephemeralcontainers]", PROXY_SUBS)
                 .ignore("body.resources[name=services/proxy]", PROXY_SUBS),
-            get("apis", "/apis")
-                .transform(only_builtin_groups)
-                .ignore("body.groups[name=autoscaling].versions[version=v1]", HPA_V1),
+            get("apis", "/apis").transform(only_builtin_groups),
             get("apis-apps", "/apis/apps"),
             get("apis-apps-v1", "/apis/apps/v1"),
             get("apis-autoscaling-v2", "/apis/autoscaling/v2"),
             get("apis-events-v1", "/apis/events.k8s.io/v1"),
             get("apis-apiextensions-v1", "/apis/apiextensions.k8s.io/v1"),
-            get("apis-autoscaling", "/apis/autoscaling")
-                .ignore("body.versions[version=v1]", HPA_V1),
+            get("apis-autoscaling", "/apis/autoscaling"),
+            get("apis-autoscaling-v1", "/apis/autoscaling/v1"),
             get("apis-storage-v1", "/apis/storage.k8s.io/v1"),
             get("apis-resource-v1", "/apis/resource.k8s.io/v1"),
             get("apis-authorization-v1", "/apis/authorization.k8s.io/v1"),
@@ -130,7 +127,6 @@ pub fn discovery_aggregated() -> Scenario {
             get("apis", "/apis")
                 .header("Accept", AGGREGATED)
                 .transform(only_builtin_groups)
-                .ignore("body.items[name=autoscaling].versions[version=v1]", HPA_V1)
                 .ignore("body.items[name=certificates.k8s.io].versions[version=v1].resources[resource=certificatesigningrequests].subresources[subresource=approval]", CSR_APPROVAL),
         ],
     }
@@ -5562,6 +5558,67 @@ pub fn old_revisions() -> Scenario {
                     "{p}?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Miwic3RhcnQiOiJhIn0"
                 ),
             ),
+        ],
+    }
+}
+
+/// HorizontalPodAutoscalers in autoscaling/v1: the CPU target as a field, the other
+/// metrics, the behavior and the statuses in annotations (Go-shaped JSON), turned back
+/// into v2 fields on a v1 write (other metrics first), v2's defaults either way.
+pub fn hpa_v1() -> Scenario {
+    let v1 = "/apis/autoscaling/v1/namespaces/{ns}/horizontalpodautoscalers";
+    let v2 = "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers";
+    let target = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"});
+    Scenario {
+        name: "hpa_v1",
+        steps: vec![
+            post(
+                "create-v2",
+                v2,
+                json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": "h2"},
+                    "spec": {"scaleTargetRef": target, "minReplicas": 2, "maxReplicas": 5,
+                        "metrics": [
+                            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}},
+                            {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "100Mi"}}},
+                            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "10"}}},
+                            {"type": "Object", "object": {"describedObject": {"apiVersion": "v1", "kind": "Service", "name": "s"},
+                                "metric": {"name": "hits"}, "target": {"type": "Value", "value": "2k"}}}],
+                        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 30}}}}),
+            ),
+            get("get-v2-as-v1", &format!("{v1}/h2")),
+            post(
+                "create-v1",
+                v1,
+                json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": "h1", "annotations": {
+                        "autoscaling.alpha.kubernetes.io/metrics": "[{\"type\":\"External\",\"external\":{\"metricName\":\"queue\",\"targetValue\":\"5\"}}]"}},
+                    "spec": {"scaleTargetRef": target, "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}}),
+            ),
+            get("get-v1-as-v2", &format!("{v2}/h1")),
+            post(
+                "create-v1-bare",
+                v1,
+                json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": "bare"}, "spec": {"scaleTargetRef": target, "maxReplicas": 2}}),
+            ),
+            get("get-bare-as-v2", &format!("{v2}/bare")),
+            patch(
+                "patch-v1",
+                &format!("{v1}/h1"),
+                MERGE,
+                json!({"spec": {"targetCPUUtilizationPercentage": 70, "minReplicas": 2}}),
+            ),
+            get("get-patched-as-v2", &format!("{v2}/h1")),
+            get("list-v1", v1),
+            get(
+                "watch-v1",
+                &format!("{v1}?watch=true&resourceVersion={{rv:create-v2}}&timeoutSeconds=1"),
+            )
+            .stream(),
+            delete("delete-v1", &format!("{v1}/h1")),
+            delete("delete-bare", &format!("{v1}/bare")),
+            delete("delete-v2", &format!("{v2}/h2")),
         ],
     }
 }
