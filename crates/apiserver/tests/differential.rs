@@ -48,6 +48,7 @@ scenarios!(
     continue_tokens,
     old_revisions,
     hpa_v1,
+    null_values,
     namespace,
     serviceaccount_secret,
     deployment,

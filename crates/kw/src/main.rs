@@ -130,13 +130,27 @@ struct ServeOptions {
 }
 
 async fn serve(o: ServeOptions) -> Result<(), String> {
-    let token = o
-        .token
-        .unwrap_or_else(|| format!("kw-{:032x}", rand::random::<u128>()));
+    // kubectl (client-go) sends no bearer token over plain HTTP: there a token only helps
+    // clients that send it anyway. Without one the server is open (every request is the
+    // administrator), as kube-apiserver's old insecure port was.
+    let token = match (&o.token, o.insecure) {
+        (Some(t), _) => Some(t.clone()),
+        (None, true) => None,
+        (None, false) => Some(format!("kw-{:032x}", rand::random::<u128>())),
+    };
+    if o.insecure && (token.is_some() || o.token_auth_file.is_some()) {
+        eprintln!(
+            "kw serve: warning: kubectl sends no bearer token over plain HTTP, so its requests \
+             will be anonymous and refused; serve HTTPS (drop --insecure), or drop --token and \
+             --token-auth-file to serve every request as the administrator"
+        );
+    }
     let mut builder = kubewright_apiserver::TestServer::builder()
         .port(o.port)
-        .tls(!o.insecure)
-        .token(token.clone());
+        .tls(!o.insecure);
+    if let Some(t) = &token {
+        builder = builder.token(t.clone());
+    }
     if let Some(dir) = &o.data_dir {
         builder = builder
             .data_dir(dir)
@@ -175,12 +189,17 @@ async fn serve(o: ServeOptions) -> Result<(), String> {
         .start()
         .await
         .map_err(|e| format!("failed to start: {e}"))?;
-    let kubeconfig = kubeconfig_with_users(&server, &token, &users)?;
+    let kubeconfig = kubeconfig_with_users(&server, token.as_deref(), &users)?;
     write_kubeconfig(&o.kubeconfig_out, &kubeconfig, server.ca_pem())
         .map_err(|e| format!("failed to write {}: {e}", o.kubeconfig_out.display()))?;
     let kc = o.kubeconfig_out.display();
     println!("kubewright API server listening on {}", server.url());
     println!("kubeconfig: {kc} (context kubewright: administrator, system:masters)");
+    if token.is_none() {
+        println!(
+            "authentication: none (plain HTTP without --token: every request is the administrator)"
+        );
+    }
     for u in &users {
         println!(
             "  context {}: user {:?}, groups {:?} (authorized by RBAC)",
@@ -237,7 +256,7 @@ fn context_name(user: &str) -> String {
 /// The server's kubeconfig plus a user and a context for every token-file user.
 fn kubeconfig_with_users(
     server: &kubewright_apiserver::TestServer,
-    admin_token: &str,
+    admin_token: Option<&str>,
     users: &[kubewright_apiserver::TokenUser],
 ) -> Result<String, String> {
     use serde_json::json;
@@ -248,7 +267,11 @@ fn kubeconfig_with_users(
             json!(base64::engine::general_purpose::STANDARD.encode(ca.as_bytes()));
     }
     let context = |name: &str, user: &str| json!({"name": name, "context": {"cluster": "kubewright", "user": user, "namespace": "default"}});
-    let mut kc_users = vec![json!({"name": "kubewright", "user": {"token": admin_token}})];
+    let admin = match admin_token {
+        Some(t) => json!({"token": t}),
+        None => json!({}),
+    };
+    let mut kc_users = vec![json!({"name": "kubewright", "user": admin})];
     let mut contexts = vec![context("kubewright", "kubewright")];
     for u in users {
         let name = context_name(&u.name);

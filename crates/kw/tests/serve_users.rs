@@ -160,3 +160,28 @@ fn client_certificates_signed_by_the_client_ca() {
         serde_json::json!(["ops", "system:authenticated"])
     );
 }
+
+/// `kw serve --insecure`: kubectl sends no bearer token over plain HTTP, so without
+/// `--token` the server is open and kubectl is the administrator (before, the kubeconfig
+/// carried a token kubectl never sent, and every request was refused as anonymous).
+#[test]
+fn plain_http_without_a_token_serves_kubectl_as_the_administrator() {
+    if !have_kubectl() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &["--insecure"]);
+    let banner = s.stdout.join("\n");
+    assert!(banner.contains("authentication: none"), "{banner}");
+    let kc = std::fs::read_to_string(&s.kubeconfig).unwrap();
+    assert!(!kc.contains("token"), "{kc}");
+    let (ok, out, err) = kubectl(
+        &s,
+        &["auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}"],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("system:masters"), "{out}");
+    let (ok, out, err) = kubectl(&s, &["create", "configmap", "plain", "--from-literal=a=b"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("configmap/plain created"), "{out}");
+}

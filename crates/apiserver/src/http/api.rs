@@ -865,6 +865,11 @@ impl ApiServer {
             ) {
                 return Err(cannot_handle(e));
             }
+            if let Some(name) =
+                crate::openapi::builtin_kind_definition(&def.group, &def.version, &def.kind)
+            {
+                crate::registry::go_decode::nulls_to_zero(name, &mut obj);
+            }
             let normalized = n(&obj).map_err(cannot_handle)?;
             let unknown = unknown_fields(&obj, &normalized, "");
             // Keep the caller's representation (e.g. explicit nulls dropped), typed-clean.

@@ -242,8 +242,98 @@ fn int_error(v: &Value, t: &str) -> Option<String> {
     (!fits).then(|| format!("number {n}"))
 }
 
+/// Go decodes `null` as "leave the zero value": a null list item or map value of the
+/// built-in definition `def`'s object becomes the zero of its type (`""`, `0`, `false`,
+/// `{}` for a struct, `"0"` for a quantity), where a typed decode would refuse it
+/// (`"data": {"a": null}` is `"a": ""` on kube-apiserver). A null struct field is
+/// already an absent one.
+pub fn nulls_to_zero(def: &str, obj: &mut Value) {
+    let defs = crate::openapi::builtin_definitions();
+    if let Some(schema) = defs.get(def) {
+        zero_struct(defs, schema, obj, 0);
+    }
+}
+
+fn zero_of(shape: Shape<'_>) -> Option<Value> {
+    Some(match shape {
+        Shape::Struct(..) => Value::Object(serde_json::Map::new()),
+        Shape::Int(_) | Shape::Float | Shape::IntOrString => Value::from(0),
+        Shape::Str { .. } => Value::String(String::new()),
+        Shape::Bool => Value::Bool(false),
+        Shape::Quantity => Value::String("0".into()),
+        Shape::List(_) | Shape::Map(_) | Shape::Time | Shape::Any => return None,
+    })
+}
+
+fn zero_struct(defs: &BTreeMap<String, Value>, target: &Value, v: &mut Value, depth: usize) {
+    let (Value::Object(m), Some(props)) = (v, target.get("properties")) else {
+        return;
+    };
+    for (k, child) in m.iter_mut() {
+        if let Some(ps) = props.get(k) {
+            zero_value(defs, ps, child, depth + 1);
+        }
+    }
+}
+
+fn zero_value(defs: &BTreeMap<String, Value>, schema: &Value, v: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    match shape(defs, schema) {
+        Shape::Struct(_, target) => zero_struct(defs, target, v, depth),
+        Shape::List(items) => {
+            if let Value::Array(a) = v {
+                for x in a {
+                    zero_item(defs, items, x, depth);
+                }
+            }
+        }
+        Shape::Map(values) => {
+            if let Value::Object(m) = v {
+                for x in m.values_mut() {
+                    zero_item(defs, values, x, depth);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn zero_item(defs: &BTreeMap<String, Value>, schema: &Value, item: &mut Value, depth: usize) {
+    if item.is_null() {
+        if let Some(z) = zero_of(shape(defs, schema)) {
+            *item = z;
+        }
+    } else {
+        zero_value(defs, schema, item, depth + 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn null_items_and_values_become_go_zeros() {
+        let mut cm = serde_json::json!({"metadata": {"name": "c", "labels": {"x": null}},
+            "data": {"a": null}, "binaryData": {"b": null}});
+        nulls_to_zero("io.k8s.api.core.v1.ConfigMap", &mut cm);
+        assert_eq!(cm["data"]["a"], "");
+        assert_eq!(cm["metadata"]["labels"]["x"], "");
+        assert_eq!(cm["binaryData"]["b"], "");
+        let mut pod = serde_json::json!({"spec": {"containers": [null,
+            {"name": "c", "args": [null, "x"], "resources": {"limits": {"cpu": null}}}]}});
+        nulls_to_zero("io.k8s.api.core.v1.Pod", &mut pod);
+        assert_eq!(pod["spec"]["containers"][0], serde_json::json!({}));
+        assert_eq!(
+            pod["spec"]["containers"][1]["args"],
+            serde_json::json!(["", "x"])
+        );
+        assert_eq!(
+            pod["spec"]["containers"][1]["resources"]["limits"]["cpu"],
+            "0"
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -5622,3 +5622,49 @@ pub fn hpa_v1() -> Scenario {
         ],
     }
 }
+
+/// `null` where a built-in type holds a value: Go's decoder leaves the zero value (a
+/// null map value or list item becomes `""`, `0`, `{}`), a null field is an absent one.
+pub fn null_values() -> Scenario {
+    let cms = "/api/v1/namespaces/{ns}/configmaps";
+    let pods = "/api/v1/namespaces/{ns}/pods";
+    Scenario {
+        name: "null_values",
+        steps: vec![
+            post(
+                "configmap-null-value",
+                &format!("{cms}?dryRun=All"),
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "n", "labels": {"x": null}, "annotations": null},
+                    "data": {"a": null, "b": "1"}, "binaryData": null, "immutable": null}),
+            ),
+            post(
+                "secret-null-string-data",
+                "/api/v1/namespaces/{ns}/secrets?dryRun=All",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                    "type": null, "stringData": {"a": null}}),
+            ),
+            post(
+                "pod-null-items",
+                &format!("{pods}?dryRun=All"),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                    "spec": {"containers": [{"name": "c", "image": "i", "args": [null, "x"],
+                        "ports": [{"containerPort": 80, "name": null}],
+                        "resources": {"limits": {"cpu": null}}}], "restartPolicy": null}}),
+            )
+            .transform(token_volume),
+            post(
+                "pod-null-container",
+                &format!("{pods}?dryRun=All"),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                    "spec": {"containers": [null]}}),
+            ),
+            post(
+                "pod-null-name",
+                &format!("{pods}?dryRun=All"),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                    "spec": {"containers": [{"name": null, "image": "i"}]}}),
+            ),
+        ],
+    }
+}
