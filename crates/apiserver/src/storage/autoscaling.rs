@@ -169,17 +169,22 @@ fn metric_to_v1(m: &Value) -> Value {
         ]),
         _ => Value::Null,
     };
-    let member = v1_member(&ty);
+    v1_metric(&ty, source)
+}
+
+/// A v1 `MetricSpec` or `MetricStatus`: the type, then the source in the member the type
+/// names (Go's field order: object, pods, resource, containerResource, external).
+fn v1_metric(ty: &str, source: Value) -> Value {
+    let member = v1_member(ty);
+    let mut source = Some(source);
+    let mut at = |name: &str| if member == name { source.take() } else { None };
     obj(&[
         ("type", Some(json!(ty))),
-        ("object", (member == "object").then(|| source.clone())),
-        ("pods", (member == "pods").then(|| source.clone())),
-        ("resource", (member == "resource").then(|| source.clone())),
-        (
-            "containerResource",
-            (member == "containerResource").then(|| source.clone()),
-        ),
-        ("external", (member == "external").then_some(source)),
+        ("object", at("object")),
+        ("pods", at("pods")),
+        ("resource", at("resource")),
+        ("containerResource", at("containerResource")),
+        ("external", at("external")),
     ])
 }
 
@@ -260,18 +265,7 @@ fn status_to_v1(m: &Value) -> Value {
         ]),
         _ => Value::Null,
     };
-    let member = v1_member(&ty);
-    obj(&[
-        ("type", Some(json!(ty))),
-        ("object", (member == "object").then(|| source.clone())),
-        ("pods", (member == "pods").then(|| source.clone())),
-        ("resource", (member == "resource").then(|| source.clone())),
-        (
-            "containerResource",
-            (member == "containerResource").then(|| source.clone()),
-        ),
-        ("external", (member == "external").then_some(source)),
-    ])
+    v1_metric(&ty, source)
 }
 
 /// The internal `HorizontalPodAutoscalerBehavior` as Go's `json.Marshal` writes a type
