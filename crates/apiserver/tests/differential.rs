@@ -46,7 +46,6 @@ scenarios!(
     malformed_json,
     node_proxy,
     continue_tokens,
-    old_revisions,
     hpa_v1,
     null_values,
     namespace,

@@ -5504,64 +5504,6 @@ pub fn continue_tokens() -> Scenario {
     }
 }
 
-/// The oldest revision in kube-apiserver's watch cache stands for the revision it was
-/// when it listed.
-fn oldest_revision(v: &mut Value) {
-    match v {
-        Value::String(s) => {
-            if let Some(at) = s.find(" (")
-                && s.starts_with("too old resource version:")
-            {
-                s.truncate(at);
-                s.push_str(" (oldest)");
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(oldest_revision),
-        Value::Object(o) => o.values_mut().for_each(oldest_revision),
-        _ => {}
-    }
-}
-
-/// Revisions from before the server started serving (older than its watch cache, or
-/// compacted away): 410 Expired for a watch, an exact list and a continued one.
-pub fn old_revisions() -> Scenario {
-    let p = "/api/v1/namespaces/{ns}/configmaps";
-    Scenario {
-        name: "old_revisions",
-        steps: vec![
-            get(
-                "watch-from-1",
-                &format!("{p}?watch=true&resourceVersion=1&timeoutSeconds=1"),
-            )
-            .stream()
-            .transform(oldest_revision),
-            get(
-                "watch-from-1-bookmarks",
-                &format!(
-                    "{p}?watch=true&resourceVersion=1&allowWatchBookmarks=true&timeoutSeconds=1"
-                ),
-            )
-            .stream()
-            .transform(oldest_revision),
-            get(
-                "list-exact-1",
-                &format!("{p}?resourceVersion=1&resourceVersionMatch=Exact"),
-            ),
-            get(
-                "list-exact-1-limit",
-                &format!("{p}?resourceVersion=1&resourceVersionMatch=Exact&limit=1"),
-            ),
-            // `{"v":"meta.k8s.io/v1","rv":2,"start":"a"}`
-            get(
-                "continue-from-2",
-                &format!(
-                    "{p}?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Miwic3RhcnQiOiJhIn0"
-                ),
-            ),
-        ],
-    }
-}
-
 /// HorizontalPodAutoscalers in autoscaling/v1: the CPU target as a field, the other
 /// metrics, the behavior and the statuses in annotations (Go-shaped JSON), turned back
 /// into v2 fields on a v1 write (other metrics first), v2's defaults either way.
