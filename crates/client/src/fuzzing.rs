@@ -20,14 +20,17 @@ pub fn exec_credential(stdout: &[u8]) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// The password in the proxy URL of [`proxy_reply`], which no error may show.
+pub const PROXY_PASSWORD: &str = "Zq8pw7Rk2xVt";
+
 /// Opens a tunnel through a proxy whose replies are `reply` (then end of stream): an
 /// HTTP `CONNECT` (`socks` false) or a SOCKS5 handshake with username and password.
 /// What the client sends is discarded.
 pub async fn proxy_reply(socks: bool, reply: &[u8]) -> Result<(), String> {
     let url = if socks {
-        "socks5://user:secret@proxy.example:1080"
+        format!("socks5://user:{PROXY_PASSWORD}@proxy.example:1080")
     } else {
-        "http://user:secret@proxy.example:3128"
+        format!("http://user:{PROXY_PASSWORD}@proxy.example:3128")
     };
     let target = ProxyTarget::from_uri(&url.parse().map_err(|e| format!("{e}"))?, "proxy-url")
         .map_err(|e| e.to_string())?;
