@@ -39,20 +39,8 @@ fn is_cpu_utilization(m: &Value) -> bool {
         && get(m, "/resource/target/averageUtilization").is_some()
 }
 
-/// Builds an object in Go's field order, leaving out `None`s (the `omitempty` fields).
-fn ordered(fields: &[(&str, Option<Value>)]) -> Value {
-    // serde_json's map is sorted; the annotations are strings in Go's order, so each is
-    // written by hand from these pairs (see `go_json`).
-    Value::Array(
-        fields
-            .iter()
-            .filter_map(|(k, v)| v.clone().map(|v| json!([k, v])))
-            .collect(),
-    )
-}
-
-/// Writes a value built by [`ordered`] (arrays of `[key, value]` pairs, marked by
-/// `ORDERED`) as JSON text with the keys in that order.
+/// Writes a value as JSON text; an object built by [`obj`] (its `[key, value]` pairs
+/// under `ORDERED`) keeps its keys in that order, as serde_json's sorted map cannot.
 fn go_json(v: &Value, out: &mut String) {
     match v {
         Value::Object(o) if o.len() == 1 && o.contains_key(ORDERED) => {
@@ -84,9 +72,14 @@ fn go_json(v: &Value, out: &mut String) {
 
 const ORDERED: &str = "\u{0}ordered";
 
-/// An object with keys in the given order (Go's struct order), `None`s left out.
+/// An object with keys in the given order (Go's struct order), `None`s (the `omitempty`
+/// fields) left out.
 fn obj(fields: &[(&str, Option<Value>)]) -> Value {
-    json!({ ORDERED: ordered(fields) })
+    let pairs: Vec<Value> = fields
+        .iter()
+        .filter_map(|(k, v)| v.clone().map(|v| json!([k, v])))
+        .collect();
+    json!({ ORDERED: pairs })
 }
 
 fn text(v: &Value) -> String {
