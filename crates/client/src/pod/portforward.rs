@@ -274,26 +274,13 @@ impl LocalForward {
         let local = listener
             .local_addr()
             .map_err(|e| Error::WebSocket(Box::new(e)))?;
-        let task = tokio::spawn(async move {
-            // Backs off on accept errors (out of file descriptors, say) instead of
-            // spinning: 5 ms doubling to 1 s, as Go's http.Server does.
-            let mut backoff = std::time::Duration::ZERO;
-            loop {
-                let (mut tcp, peer) = match listener.accept().await {
-                    Ok(a) => {
-                        backoff = std::time::Duration::ZERO;
-                        a
-                    }
-                    Err(e) => {
-                        backoff = (backoff * 2).clamp(
-                            std::time::Duration::from_millis(5),
-                            std::time::Duration::from_secs(1),
-                        );
-                        tracing::warn!(error = %e, ?backoff, "port-forward: accepting a local connection failed");
-                        tokio::time::sleep(backoff).await;
-                        continue;
-                    }
-                };
+        let listener = std::sync::Arc::new(listener);
+        let task = tokio::spawn(accept_with_backoff(
+            move || {
+                let listener = listener.clone();
+                async move { listener.accept().await }
+            },
+            move |mut tcp: tokio::net::TcpStream, peer: SocketAddr| {
                 let api = api.clone();
                 let pod = pod.clone();
                 tokio::spawn(async move {
@@ -320,14 +307,42 @@ impl LocalForward {
                         tracing::debug!(%peer, pod, port, "port-forward session: {e}");
                     }
                 });
-            }
-        });
+            },
+        ));
         Ok(Self { local, task })
     }
 
     /// The address the listener is bound to (with the port the OS picked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+}
+
+/// The shortest and longest pause after a failed accept (out of file descriptors,
+/// say): 5 ms doubling to 1 s, as Go's `http.Server` does, so a listener at its
+/// descriptor limit waits for connections to close instead of spinning.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(5), Duration::from_secs(1));
+
+/// Accepts connections for ever, handing each to `serve`; backs off on errors
+/// ([`ACCEPT_BACKOFF`]) and starts again from the shortest pause after a success.
+async fn accept_with_backoff<S, A, F>(mut accept: A, mut serve: impl FnMut(S, SocketAddr))
+where
+    A: FnMut() -> F,
+    F: Future<Output = std::io::Result<(S, SocketAddr)>>,
+{
+    let mut backoff = Duration::ZERO;
+    loop {
+        match accept().await {
+            Ok((conn, peer)) => {
+                backoff = Duration::ZERO;
+                serve(conn, peer);
+            }
+            Err(e) => {
+                backoff = (backoff * 2).clamp(ACCEPT_BACKOFF.0, ACCEPT_BACKOFF.1);
+                tracing::warn!(error = %e, ?backoff, "port-forward: accepting a local connection failed");
+                tokio::time::sleep(backoff).await;
+            }
+        }
     }
 }
 
@@ -353,5 +368,61 @@ mod tests {
         assert_eq!(rest, Some(&[0x90, 0x1f][..]));
         let mut h = Vec::new();
         assert!(PortSession::strip(80, &mut h, &[0x90, 0x1f], 1).is_err());
+    }
+
+    /// A listener out of file descriptors fails every accept at once: the loop must
+    /// pause between tries (doubling, capped), keep serving once accepts succeed,
+    /// and start again from the shortest pause after a success.
+    #[tokio::test(start_paused = true)]
+    async fn accept_errors_back_off_and_serving_resumes() {
+        use std::sync::{Arc, Mutex};
+        use tokio::time::Instant;
+        // 12 failures, one connection, 3 failures, one connection, then nothing more.
+        let script: Vec<bool> = [vec![false; 12], vec![true], vec![false; 3], vec![true]].concat();
+        let calls: Arc<Mutex<Vec<Instant>>> = Arc::default();
+        let served: Arc<Mutex<Vec<u32>>> = Arc::default();
+        let (c, sv) = (calls.clone(), served.clone());
+        let mut next = 0usize;
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let task = tokio::spawn(accept_with_backoff(
+            move || {
+                c.lock().unwrap().push(Instant::now());
+                let step = script.get(next).copied();
+                next += 1;
+                let n = next as u32;
+                async move {
+                    match step {
+                        Some(true) => Ok((n, peer)),
+                        Some(false) => Err(std::io::Error::from_raw_os_error(24)), // EMFILE
+                        None => std::future::pending().await,
+                    }
+                }
+            },
+            move |conn: u32, _| sv.lock().unwrap().push(conn),
+        ));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        task.abort();
+        let calls = calls.lock().unwrap().clone();
+        assert_eq!(
+            calls.len(),
+            18,
+            "one accept per scripted step, then one that waits"
+        );
+        let gaps: Vec<u64> = calls
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            gaps,
+            [
+                5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000, 1000, 0, 5, 10, 20, 0
+            ],
+            "pauses double from 5 ms to 1 s and reset after a connection"
+        );
+        assert_eq!(
+            *served.lock().unwrap(),
+            [13, 17],
+            "both connections were served"
+        );
     }
 }
