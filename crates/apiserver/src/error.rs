@@ -9,27 +9,37 @@ pub use go_json::syntax_error as go_json_error;
 pub(crate) use go_json::{MAX_JSON_DEPTH, first_too_deep, json_too_deep, nesting_depth};
 pub use go_labels::{label_selector_error, label_value_errors, qualified_name_errors};
 
-/// An error answered to the client as a Status: the Status, the `Retry-After` seconds,
-/// and whether the answer carries `X-Content-Type-Options: nosniff` (kube-apiserver's
-/// authorization filter sets it on its 403s; handlers' errors do not).
+/// An error answered to the client as a Status.
 #[derive(Debug, Clone)]
-pub struct ApiError(pub Box<Status>, pub Option<u32>, pub bool);
+pub struct ApiError {
+    /// The `Status` body.
+    pub status: Box<Status>,
+    /// The `Retry-After` header's seconds, if the answer carries one.
+    pub retry_after: Option<u32>,
+    /// Whether the answer carries `X-Content-Type-Options: nosniff` (kube-apiserver's
+    /// authorization filter sets it on its 403s; handlers' errors do not).
+    pub nosniff: bool,
+}
 
 impl ApiError {
     pub(crate) fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Self(
-            Box::new(Status::failure(code, reason, message)),
-            None,
-            false,
-        )
+        Self::from_status(Status::failure(code, reason, message))
+    }
+    /// An error answering `status` as it is.
+    pub fn from_status(status: Status) -> Self {
+        Self {
+            status: Box::new(status),
+            retry_after: None,
+            nosniff: false,
+        }
     }
     /// Marks a 403 as the authorization filter's (`X-Content-Type-Options: nosniff`).
     pub fn authorization_failure(mut self) -> Self {
-        self.2 = true;
+        self.nosniff = true;
         self
     }
     pub(crate) fn with(mut self, details: StatusDetails) -> Self {
-        self.0.details = Some(details);
+        self.status.details = Some(details);
         self
     }
     /// 400 BadRequest.
@@ -60,7 +70,7 @@ impl ApiError {
         let msg = msg.into();
         let details = options_details(&msg);
         let mut e = Self::new(422, "Invalid", msg);
-        e.0.details = details;
+        e.status.details = details;
         e
     }
     /// 405 MethodNotAllowed.
@@ -102,16 +112,16 @@ impl ApiError {
     /// 504 Timeout.
     pub fn timeout(msg: impl Into<String>, retry_after: u32) -> Self {
         let mut e = Self::new(504, "Timeout", msg);
-        e.0.details = Some(StatusDetails {
+        e.status.details = Some(StatusDetails {
             retry_after_seconds: retry_after as i32,
             ..Default::default()
         });
-        e.1 = Some(retry_after);
+        e.retry_after = Some(retry_after);
         e
     }
     /// The HTTP code.
     pub fn code(&self) -> u16 {
-        self.0.code
+        self.status.code
     }
 }
 
@@ -129,7 +139,7 @@ impl ApiError {
     pub fn internal_cause(msg: impl Into<String>) -> Self {
         let msg = msg.into();
         let mut err = Self::internal(msg.clone());
-        err.0.details = Some(StatusDetails {
+        err.status.details = Some(StatusDetails {
             causes: vec![StatusCause {
                 message: msg,
                 ..Default::default()
@@ -278,7 +288,7 @@ mod tests {
         let e = ApiError::invalid_msg(
             "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
         );
-        let d = e.0.details.unwrap();
+        let d = e.status.details.unwrap();
         assert_eq!(
             (d.group.as_str(), d.kind.as_str()),
             ("meta.k8s.io", "ListOptions")
@@ -289,6 +299,11 @@ mod tests {
             d.causes[0].message,
             "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
         );
-        assert!(ApiError::invalid_msg("something else").0.details.is_none());
+        assert!(
+            ApiError::invalid_msg("something else")
+                .status
+                .details
+                .is_none()
+        );
     }
 }

@@ -72,7 +72,7 @@ pub fn decode_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, Str
         user: crate::auth::rbac::UserInfo::admin(),
         upgrade: None,
     };
-    crate::http::decode_body(&req).map_err(|e| e.0.message)
+    crate::http::decode_body(&req).map_err(|e| e.status.message)
 }
 
 /// Decodes a Kubernetes protobuf body (`k8s\0` + `runtime.Unknown`) into JSON.

@@ -227,7 +227,7 @@ pub fn negotiate(req: &Req, list: bool) -> Result<Format, ApiError> {
         let mut e = ApiError::not_acceptable(format!(
             "406: Not Acceptable\n\nAvailable representations: {REPRESENTATIONS}"
         ));
-        e.0.details = Some(Default::default());
+        e.status.details = Some(Default::default());
         e
     })
 }
@@ -342,12 +342,12 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
 
 /// Renders an error as JSON or, for protobuf clients, as a protobuf `Status`.
 pub fn error_response_as(e: &ApiError, format: &Format) -> Response<Body> {
-    let code = StatusCode::from_u16(e.0.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let code = StatusCode::from_u16(e.status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     // Only a plain protobuf Accept gets a protobuf Status: a metadata-only client's
     // `as=PartialObjectMetadata` ranges do not name Status, so kube-apiserver answers JSON.
     let mut resp = match format {
         Format::Protobuf { .. } => {
-            let mut v = serde_json::to_value(&e.0).unwrap_or_default();
+            let mut v = serde_json::to_value(&e.status).unwrap_or_default();
             if let Some(o) = v.as_object_mut() {
                 o.insert("apiVersion".into(), Value::String("v1".into()));
                 o.insert("kind".into(), Value::String("Status".into()));
@@ -357,16 +357,16 @@ pub fn error_response_as(e: &ApiError, format: &Format) -> Response<Body> {
         _ => response(
             code,
             "application/json",
-            Bytes::from(serde_json::to_vec(&e.0).unwrap_or_default()),
+            Bytes::from(serde_json::to_vec(&e.status).unwrap_or_default()),
         ),
     };
-    if e.2 {
+    if e.nosniff {
         resp.headers_mut().insert(
             "x-content-type-options",
             HeaderValue::from_static("nosniff"),
         );
     }
-    if let Some(secs) = e.1.filter(|s| *s > 0)
+    if let Some(secs) = e.retry_after.filter(|s| *s > 0)
         && let Ok(v) = HeaderValue::from_str(&secs.to_string())
     {
         resp.headers_mut().insert(header::RETRY_AFTER, v);

@@ -224,7 +224,7 @@ impl Attrs {
             (false, false) => format!("{gr} {} is forbidden: {msg}", go_quote(&self.name)),
         };
         let mut e = ApiError::new(403, "Forbidden", message);
-        e.0.details = Some(StatusDetails {
+        e.status.details = Some(StatusDetails {
             name: self.name.clone(),
             group: self.group.clone(),
             kind: self.resource.clone(),
@@ -811,7 +811,7 @@ mod tests {
             ..attrs(http::Method::GET, "/api/v1/namespaces/ns/pods")
         };
         assert_eq!(
-            on.forbidden(&u, "").0.message,
+            on.forbidden(&u, "").status.message,
             "pods is forbidden: User \"system:serviceaccount:ns:lead\" cannot impersonate-on:user-info:list resource \"pods\" in API group \"\" in the namespace \"ns\""
         );
         let mut g = Attrs::resource(
@@ -824,7 +824,7 @@ mod tests {
         g.name = "system:masters".into();
         assert_eq!(
             g.forbidden(&u, "impersonating the system:masters group is not allowed")
-                .0
+                .status
                 .message,
             "groups.authentication.k8s.io \"system:masters\" is forbidden: User \"system:serviceaccount:ns:lead\" cannot impersonate:user-info resource \"groups\" in API group \"authentication.k8s.io\" at the cluster scope: impersonating the system:masters group is not allowed"
         );
@@ -834,10 +834,10 @@ mod tests {
         };
         let e = p.forbidden(&u, "");
         assert_eq!(
-            e.0.message,
+            e.status.message,
             "forbidden: User \"system:serviceaccount:ns:lead\" cannot impersonate-on:user-info:get path \"/version\""
         );
-        assert_eq!(e.0.details, Some(StatusDetails::default()));
+        assert_eq!(e.status.details, Some(StatusDetails::default()));
     }
 
     #[test]
@@ -860,9 +860,9 @@ mod tests {
         let Err(e) = wanted_user(&h) else {
             panic!("groups without a user must be refused");
         };
-        assert_eq!(e.0.code, 400);
+        assert_eq!(e.status.code, 400);
         assert_eq!(
-            e.0.message,
+            e.status.message,
             r#"requested &user.DefaultInfo{Name:"", UID:"u", Groups:[]string{"b", "a", "é\"x"}, Extra:map[string][]string{"example.com/a":[]string{"3"}, "zed":[]string{"1", "2"}}} without impersonating a user name"#
         );
     }

@@ -177,7 +177,7 @@ fn delete_job(srv: &Arc<ApiServer>, cj: &Value, job: &Value) -> bool {
                 COMPONENT,
                 true,
                 "FailedDelete",
-                &format!("Deleted job: {}", e.0.message),
+                &format!("Deleted job: {}", e.status.message),
             );
             false
         }
@@ -471,7 +471,7 @@ async fn schedule(
             tell("SuccessfulCreate", &format!("Created job {job_name}"));
             stored
         }
-        Err(e) if e.0.code == 409 => {
+        Err(e) if e.status.code == 409 => {
             // Made before (a status write lost): adopt it if it is ours and not listed.
             let Some(existing) = srv.storage.get(JOBS, &ns, &job_name) else {
                 return (None, true);
@@ -489,7 +489,7 @@ async fn schedule(
         Err(e) => {
             warn(
                 "FailedCreate",
-                &format!("Error creating job: {}", e.0.message),
+                &format!("Error creating job: {}", e.status.message),
             );
             return (None, true);
         }
@@ -533,7 +533,7 @@ pub(super) fn expire_job(srv: &Arc<ApiServer>, ns: &str, name: &str) -> Option<T
         ..Default::default()
     };
     if let Err(e) = delete_obj(srv, &def, ns, name, &opts) {
-        tracing::debug!(%ns, %name, "ttl-after-finished delete: {}", e.0.message);
+        tracing::debug!(%ns, %name, "ttl-after-finished delete: {}", e.status.message);
     }
     None
 }

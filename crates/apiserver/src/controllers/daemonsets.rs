@@ -228,7 +228,7 @@ pub(super) async fn sync_daemonset(
                     COMPONENT,
                     true,
                     "FailedCreate",
-                    &format!("Error creating: {}", e.0.message),
+                    &format!("Error creating: {}", e.status.message),
                 );
                 break;
             }

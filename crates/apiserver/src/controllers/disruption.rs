@@ -262,7 +262,7 @@ fn too_many_requests(cause: String) -> ApiError {
         "TooManyRequests",
         "Cannot evict pod as it would violate the pod's disruption budget.",
     );
-    e.0.details = Some(kubewright_core::StatusDetails {
+    e.status.details = Some(kubewright_core::StatusDetails {
         causes: vec![kubewright_core::StatusCause {
             reason: "DisruptionBudget".into(),
             message: cause,
@@ -432,7 +432,7 @@ pub(crate) fn evict(
                 o.resource_version = meta_str(&pod, "resourceVersion").map(str::to_string);
             }
             return match delete_with_condition(srv, t, ns, name, o) {
-                Err(e) if e.0.code == 409 && rv_unset => Err(too_many_requests(format!(
+                Err(e) if e.status.code == 409 && rv_unset => Err(too_many_requests(format!(
                     "The disruption budget {pdb_name} is still being processed by the server."
                 ))),
                 Err(e) => Err(e),
@@ -468,10 +468,10 @@ fn delete_with_condition(
             };
             let pre = |what: &str, want: &str, have: &str, tail: &str| {
                 let mut e = ApiError::conflict(&t.def, name, "");
-                e.0.message = format!(
+                e.status.message = format!(
                     "Operation cannot be fulfilled on Pod \"{name}\": the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have {tail}"
                 );
-                if let Some(d) = e.0.details.as_mut() {
+                if let Some(d) = e.status.details.as_mut() {
                     d.kind = "Pod".into();
                 }
                 e

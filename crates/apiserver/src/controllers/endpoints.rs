@@ -548,7 +548,7 @@ fn sync_slices(
                 body["metadata"] = meta;
                 if let Err(e) = srv.create_object(&def, &ns, body, super::workloads::MANAGER, false)
                 {
-                    tracing::debug!(%ns, service = %name, "creating an EndpointSlice: {}", e.0.message);
+                    tracing::debug!(%ns, service = %name, "creating an EndpointSlice: {}", e.status.message);
                 }
             }
         }
@@ -741,7 +741,10 @@ fn sync_endpoints(
         .map_err(|e| {
             (
                 "FailedToUpdateEndpoint",
-                format!("Failed to update endpoint {ns}/{name}: {}", e.0.message),
+                format!(
+                    "Failed to update endpoint {ns}/{name}: {}",
+                    e.status.message
+                ),
             )
         })
     } else {
@@ -752,7 +755,7 @@ fn sync_endpoints(
                     "FailedToCreateEndpoint",
                     format!(
                         "Failed to create endpoint for service {ns}/{name}: {}",
-                        e.0.message
+                        e.status.message
                     ),
                 )
             })
@@ -923,7 +926,7 @@ fn mirror(srv: &Arc<ApiServer>, ns: &str, name: &str, selectorless: bool) {
             if at.is_none() {
                 if let Err(e) = srv.create_object(&def, ns, next, super::workloads::MANAGER, false)
                 {
-                    tracing::debug!(%ns, endpoints = %name, "mirroring: {}", e.0.message);
+                    tracing::debug!(%ns, endpoints = %name, "mirroring: {}", e.status.message);
                 }
             } else if next != before {
                 super::workloads::update(srv, "endpointslices", next, None);

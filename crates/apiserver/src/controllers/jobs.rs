@@ -451,7 +451,7 @@ pub(super) async fn sync_job(
                     COMPONENT,
                     true,
                     "FailedCreate",
-                    &format!("Error creating: {}", e.0.message),
+                    &format!("Error creating: {}", e.status.message),
                 );
                 break;
             }

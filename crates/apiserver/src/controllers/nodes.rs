@@ -753,7 +753,7 @@ fn evict(srv: &Arc<ApiServer>, st: &mut NodeLifecycle, nodes: &[Value], at: Time
             continue;
         };
         if let Err(e) = delete_obj(srv, &def, &ns, &name, &DeleteOptions::default()) {
-            tracing::debug!(%ns, %name, "taint eviction: {}", e.0.message);
+            tracing::debug!(%ns, %name, "taint eviction: {}", e.status.message);
         }
     }
 }

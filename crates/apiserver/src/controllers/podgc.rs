@@ -92,7 +92,7 @@ fn fail_and_delete(srv: &Arc<ApiServer>, pod: &Value, condition: Option<Value>) 
         ..Default::default()
     };
     if let Err(e) = delete_obj(srv, &def, &ns, &name, &opts) {
-        tracing::debug!(%ns, %name, "podgc delete: {}", e.0.message);
+        tracing::debug!(%ns, %name, "podgc delete: {}", e.status.message);
     }
 }
 

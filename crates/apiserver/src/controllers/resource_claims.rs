@@ -159,7 +159,7 @@ fn make_claims(srv: &ApiServer, claim_def: &Arc<crate::registry::ResourceDef>, p
                 match srv.create_object(claim_def, &ns, obj, "kube-controller-manager", false) {
                     Ok(created) => meta_str(&created, "name").unwrap_or("").to_string(),
                     Err(e) => {
-                        tracing::warn!(pod = %pod_name, claim = %claim, "creating a ResourceClaim: {}", e.0.message);
+                        tracing::warn!(pod = %pod_name, claim = %claim, "creating a ResourceClaim: {}", e.status.message);
                         continue;
                     }
                 }

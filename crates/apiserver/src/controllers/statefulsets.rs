@@ -166,7 +166,7 @@ async fn create_ordinal(
                         "FailedCreate",
                         &format!(
                             "create Claim {full} for Pod {pod_name} in StatefulSet {name} failed error: {}",
-                            e.0.message
+                            e.status.message
                         ),
                     );
                     return false;
@@ -231,7 +231,7 @@ async fn create_ordinal(
                 "FailedCreate",
                 &format!(
                     "create Pod {pod_name} in StatefulSet {name} failed error: {}",
-                    e.0.message
+                    e.status.message
                 ),
             );
             false

@@ -725,7 +725,7 @@ pub(super) fn update(
     match srv.update_object(&def, &ns, &name, sub, next, &write_options(&ns), false) {
         Ok((_, stored)) => Some(stored),
         Err(e) => {
-            tracing::debug!(%ns, %name, "{plural} controller write: {}", e.0.message);
+            tracing::debug!(%ns, %name, "{plural} controller write: {}", e.status.message);
             None
         }
     }
@@ -1114,7 +1114,7 @@ async fn sync_replicaset(srv: &Arc<ApiServer>, sk: &SetKind, ns: &str, name: &st
                         sk.component,
                         false,
                         "FailedCreate",
-                        &format!("Error creating: {}", e.0.message),
+                        &format!("Error creating: {}", e.status.message),
                     );
                     break;
                 }
@@ -1528,7 +1528,7 @@ fn create_replicaset(
             "spec": spec});
         match srv.create_object(&def, &ns, rs, MANAGER, false) {
             Ok(stored) => return Some(stored),
-            Err(e) if e.0.code == 409 => {
+            Err(e) if e.status.code == 409 => {
                 // A ReplicaSet of another template has that name: count the collision.
                 let theirs = srv
                     .storage
@@ -1542,7 +1542,7 @@ fn create_replicaset(
                 *collisions += 1;
             }
             Err(e) => {
-                tracing::debug!(%ns, deployment = %dname, "creating a ReplicaSet: {}", e.0.message);
+                tracing::debug!(%ns, deployment = %dname, "creating a ReplicaSet: {}", e.status.message);
                 return None;
             }
         }

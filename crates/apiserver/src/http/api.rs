@@ -639,7 +639,7 @@ impl ApiServer {
             let items = self.storage.list_at(&key, ns, rv, Some(&after)).map_err(|_| {
                 let mut e = ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.");
                 // A token that continues from the same key at the latest revision.
-                e.0.metadata.continue_ = Some(encode_continue_inconsistent(&after));
+                e.status.metadata.continue_ = Some(encode_continue_inconsistent(&after));
                 e
             })?;
             (items, rv)
@@ -1277,18 +1277,18 @@ impl ApiServer {
                 }
                 Ok((None, _)) => return Err(ApiError::internal("object vanished during create")),
                 // Only a taken name is retried with another one (not a storage failure).
-                Err(e) if e.0.reason != "AlreadyExists" => return Err(e),
+                Err(e) if e.status.reason != "AlreadyExists" => return Err(e),
                 Err(_) if given.is_none() && attempt < 7 => continue,
                 Err(_) if given.is_none() => {
                     let mut e = ApiError::already_exists(def, &name);
-                    e.0.message = format!(
+                    e.status.message = format!(
                         "{}, the server was not able to generate a unique name for the object",
-                        e.0.message
+                        e.status.message
                     );
-                    if let Some(d) = e.0.details.as_mut() {
+                    if let Some(d) = e.status.details.as_mut() {
                         d.retry_after_seconds = 1;
                     }
-                    e.1 = Some(1);
+                    e.retry_after = Some(1);
                     return Err(e);
                 }
                 Err(e) => return Err(e),
@@ -2135,7 +2135,7 @@ pub(crate) fn check_body(
 fn exists_error(def: &ResourceDef, name: &str, existing: &Value) -> ApiError {
     let mut e = ApiError::already_exists(def, name);
     if existing.pointer("/metadata/deletionTimestamp").is_some() {
-        e.0.message = format!("object is being deleted: {}", e.0.message);
+        e.status.message = format!("object is being deleted: {}", e.status.message);
     }
     e
 }
@@ -2459,7 +2459,7 @@ fn too_large_rv(rv: u64, current: u64) -> ApiError {
         format!("Timeout: Too large resource version: {rv}, current: {current}"),
         1,
     );
-    if let Some(d) = e.0.details.as_mut() {
+    if let Some(d) = e.status.details.as_mut() {
         d.causes.push(kubewright_core::StatusCause {
             reason: "ResourceVersionTooLarge".into(),
             message: "Too large resource version".into(),

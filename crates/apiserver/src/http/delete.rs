@@ -189,8 +189,8 @@ fn precondition_failed(def: &ResourceDef, name: &str, why: String) -> ApiError {
         format!("{}.{}", def.kind, def.group)
     };
     let mut e = ApiError::conflict(def, name, &why);
-    e.0.message = format!("Operation cannot be fulfilled on {kind} \"{name}\": {why}");
-    if let Some(d) = e.0.details.as_mut() {
+    e.status.message = format!("Operation cannot be fulfilled on {kind} \"{name}\": {why}");
+    if let Some(d) = e.status.details.as_mut() {
         d.kind = def.kind.clone();
     }
     e
@@ -220,7 +220,7 @@ pub(crate) async fn delete_obj_admitted(
         let mut admitted = o.clone();
         admitted.admitted_rv = meta_str(&cur, "resourceVersion").map(str::to_string);
         match delete_obj(srv, def, ns, name, &admitted) {
-            Err(e) if e.0.reason == RACED => continue,
+            Err(e) if e.status.reason == RACED => continue,
             Err(e) => return Err(e),
             Ok((removed, obj)) => {
                 return Ok((removed, conversion::to_version(srv, def, obj).await?));
@@ -260,7 +260,7 @@ pub fn delete_obj(
         let is_crd = def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions";
         if is_ns && being_deleted {
             let mut e = ApiError::conflict(def, name, "");
-            e.0.message = "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.".into();
+            e.status.message = "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.".into();
             return Err(e);
         }
         let mut next = (**cur).clone();

@@ -422,7 +422,7 @@ pub fn serve(srv: &Arc<ApiServer>, req: &Req) -> Option<Response<Body>> {
             ),
         )
         .authorization_failure();
-        e.0.details = Some(Default::default());
+        e.status.details = Some(Default::default());
         return Some(h::error_response(&e));
     }
     let path = req.path.trim_end_matches('/');

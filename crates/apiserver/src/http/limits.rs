@@ -443,7 +443,7 @@ pub(crate) fn check_stored_size(
 pub(crate) fn json_patch_rejected() -> ApiError {
     let mut e =
         ApiError::invalid_msg("the server rejected our request due to an error in our request");
-    e.0.details = Some(Default::default());
+    e.status.details = Some(Default::default());
     e
 }
 
@@ -689,7 +689,7 @@ mod tests {
         assert!(!json_too_deep(in_string.as_bytes(), MAX_JSON_DEPTH));
         let e = too_deep("ConfigMap", nested(200).as_bytes());
         assert_eq!(
-            e.0.message,
+            e.status.message,
             format!(
                 "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth ({} ...)",
                 "[".repeat(30)

@@ -50,7 +50,7 @@ pub(crate) async fn patch(
         }
         _ => {
             let mut e = ApiError::unsupported_media_type("415: Unsupported Media Type");
-            e.0.details = Some(Default::default());
+            e.status.details = Some(Default::default());
             return Err(e);
         }
     };
@@ -111,7 +111,7 @@ pub(crate) async fn patch(
             let p = decode_json_patch(patch_text)?;
             if p.0.len() > crate::http::limits::MAX_JSON_PATCH_OPERATIONS {
                 let mut e = ApiError::too_large(0);
-                e.0.message = format!(
+                e.status.message = format!(
                     "Request entity too large: The allowed maximum operations in a JSON patch is {}, got {}",
                     crate::http::limits::MAX_JSON_PATCH_OPERATIONS,
                     p.0.len()
@@ -975,8 +975,8 @@ async fn apply(
         };
         // kube-apiserver's apply conflict names only the fields, not the object.
         let mut e = ApiError::conflict(&t.def, name, "");
-        e.0.message = message;
-        e.0.details = Some(kubewright_core::StatusDetails {
+        e.status.message = message;
+        e.status.details = Some(kubewright_core::StatusDetails {
             causes,
             ..Default::default()
         });
@@ -1272,9 +1272,9 @@ mod tests {
             err(json!({"spec": {"$retainKeys": "x"}})),
             SmpError::BadRequest("invalid patch format of retainKeys".into())
         );
-        assert_eq!(SmpError::Rejected.into_api().0.code, 422);
-        assert_eq!(SmpError::Other("x".into()).into_api().0.code, 500);
-        assert_eq!(SmpError::Other("x".into()).into_api().0.reason, "");
+        assert_eq!(SmpError::Rejected.into_api().status.code, 422);
+        assert_eq!(SmpError::Other("x".into()).into_api().status.code, 500);
+        assert_eq!(SmpError::Other("x".into()).into_api().status.reason, "");
     }
 
     #[test]

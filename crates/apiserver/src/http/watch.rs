@@ -189,7 +189,7 @@ impl Writer {
                 }
                 Err(e) => {
                     // The watch ends with the conversion failure as an ERROR event.
-                    let status = serde_json::to_value(&*e.0).unwrap_or(Value::Null);
+                    let status = serde_json::to_value(&*e.status).unwrap_or(Value::Null);
                     let _ = self.raw(json!({"type": "ERROR", "object": status})).await;
                     let _ = self.flush().await;
                     return false;

@@ -235,7 +235,7 @@ fn log_invalid(name: &str, field: &str, reason: &str, message: &str) -> ApiError
         "Invalid",
         format!("PodLogOptions \"{name}\" is invalid: {field}: {text}"),
     );
-    e.0.details = Some(kubewright_core::StatusDetails {
+    e.status.details = Some(kubewright_core::StatusDetails {
         name: name.into(),
         kind: "PodLogOptions".into(),
         causes: vec![kubewright_core::StatusCause {
@@ -899,7 +899,7 @@ mod tests {
             "initContainers": [{"name": "i"}]}});
         let e = container(&pod, "p", None)
             .err()
-            .map(|e| e.0.message)
+            .map(|e| e.status.message)
             .unwrap_or_default();
         assert_eq!(
             e,
@@ -907,7 +907,7 @@ mod tests {
         );
         let e = container(&pod, "p", Some("z"))
             .err()
-            .map(|e| e.0.message)
+            .map(|e| e.status.message)
             .unwrap_or_default();
         assert_eq!(e, "container z is not valid for pod p");
         assert_eq!(container(&pod, "p", Some("i")).ok().as_deref(), Some("i"));

@@ -138,7 +138,7 @@ fn ensure_node(k: &Kubelet, srv: &Arc<ApiServer>) {
             "spec": {"podCIDR": "10.244.0.0/24", "podCIDRs": ["10.244.0.0/24"]},
         });
         if let Err(e) = srv.create_object(&def, "", obj, "kubelet", false) {
-            tracing::debug!("kubelet: creating node {}: {}", k.node, e.0.message);
+            tracing::debug!("kubelet: creating node {}: {}", k.node, e.status.message);
             return;
         }
     }
@@ -212,7 +212,7 @@ fn renew_lease(k: &Kubelet, srv: &Arc<ApiServer>) {
                     "uid": meta_str(&node, "uid").unwrap_or("")}]);
             }
             if let Err(e) = srv.create_object(&def, NS, lease, "kubelet", false) {
-                tracing::debug!("kubelet: creating the node's lease: {}", e.0.message);
+                tracing::debug!("kubelet: creating the node's lease: {}", e.status.message);
             }
         }
         Some(lease) => {

@@ -549,13 +549,13 @@ fn denied(hook: &str, status: Option<&Value>) -> ApiError {
     s.kind = "Status".into();
     s.api_version = "v1".into();
     s.metadata = Default::default();
-    ApiError(Box::new(s), None, false)
+    ApiError::from_status(s)
 }
 
 fn call_failed(hook: &str, why: &str) -> ApiError {
     let msg = format!("failed calling webhook \"{hook}\": {why}");
     let mut e = ApiError::internal(msg.clone());
-    e.0.details = Some(kubewright_core::StatusDetails {
+    e.status.details = Some(kubewright_core::StatusDetails {
         causes: vec![kubewright_core::StatusCause {
             message: msg,
             ..Default::default()

@@ -144,7 +144,11 @@ fn select_team(actions: &[&str]) -> Value {
 }
 
 fn status(e: &ApiError) -> (u16, &str, &str) {
-    (e.0.code, e.0.reason.as_str(), e.0.message.as_str())
+    (
+        e.status.code,
+        e.status.reason.as_str(),
+        e.status.message.as_str(),
+    )
 }
 
 #[test]
@@ -169,7 +173,7 @@ fn deny_with_the_default_reason_is_422_invalid() {
             "configmaps \"probe\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: at most 2 keys, got 3"
         )
     );
-    let d = e.0.details.as_ref().unwrap();
+    let d = e.status.details.as_ref().unwrap();
     assert_eq!(
         (d.name.as_str(), d.group.as_str(), d.kind.as_str()),
         ("probe", "", "configmaps")
@@ -223,7 +227,7 @@ fn warn_admits_with_a_warning_and_audit_is_silent() {
     assert_eq!(
         validate(&s, &cm("x", json!({"forbidden": "x"})))
             .unwrap_err()
-            .0
+            .status
             .code,
         403
     );
@@ -254,7 +258,10 @@ fn the_binding_selects_namespaces() {
                "validations": [{"expression": "false", "message": "no"}]}),
     );
     assert!(validate(&s, &create_cm("other", "x", json!({}), json!({}))).is_ok());
-    assert_eq!(validate(&s, &cm("x", json!({}))).unwrap_err().0.code, 422);
+    assert_eq!(
+        validate(&s, &cm("x", json!({}))).unwrap_err().status.code,
+        422
+    );
 }
 
 #[test]
@@ -280,7 +287,10 @@ fn params_not_found() {
     spec["paramRef"]["parameterNotFoundAction"] = json!("Deny");
     spec["validationActions"] = json!(["Warn"]);
     binding(&s, "b", spec);
-    assert_eq!(validate(&s, &cm("c1", json!({}))).unwrap_err().0.code, 422);
+    assert_eq!(
+        validate(&s, &cm("c1", json!({}))).unwrap_err().status.code,
+        422
+    );
 }
 
 #[test]
@@ -293,10 +303,11 @@ fn param_namespace_defaults_to_the_request_namespace() {
     assert!(validate(&s, &cm("c", json!({"a": "1"}))).is_ok());
     let e = validate(&s, &create_cm("other", "c", json!({}), json!({"a": "1"}))).unwrap_err();
     assert!(
-        e.0.message
+        e.status
+            .message
             .ends_with("denied request: at most 0 keys, got 1"),
         "{}",
-        e.0.message
+        e.status.message
     );
 }
 
@@ -341,7 +352,8 @@ fn a_param_selector_evaluates_once_per_param() {
     // no param selected in a namespace without them
     let e = validate(&s, &create_cm("other", "c", json!({}), json!({}))).unwrap_err();
     assert!(
-        e.0.message
+        e.status
+            .message
             .ends_with("no params found for policy binding with `Deny` parameterNotFoundAction")
     );
 }
@@ -408,7 +420,7 @@ fn a_custom_resource_as_param_kind() {
     assert!(
         validate(&s, &cm("c", json!({"a": "1", "b": "2"})))
             .unwrap_err()
-            .0
+            .status
             .message
             .ends_with(": too many")
     );
@@ -419,7 +431,7 @@ fn a_custom_resource_as_param_kind() {
         json!({"policyName": "p", "validationActions": ["Deny"],
                "paramRef": {"name": "global", "namespace": "team", "parameterNotFoundAction": "Deny"}}),
     );
-    assert!(validate(&s, &cm("c", json!({}))).unwrap_err().0.message.ends_with(
+    assert!(validate(&s, &cm("c", json!({}))).unwrap_err().status.message.ends_with(
         "failed to configure binding: paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
     ));
 }
@@ -470,7 +482,7 @@ fn match_conditions() {
     assert!(
         validate(&s, &cm("c", json!({})))
             .unwrap_err()
-            .0
+            .status
             .message
             .ends_with("denied request: denied")
     );
@@ -524,22 +536,23 @@ fn variables_are_evaluated_when_read() {
     assert!(
         validate(&s, &cm("c1", json!({"a": "1", "b": "2", "c": "3"})))
             .unwrap_err()
-            .0
+            .status
             .message
             .ends_with("denied request: at most 2, got 3")
     );
     let e = validate(&s, &cm("c3", json!({"var": "1"}))).unwrap_err();
     assert_eq!(
-        e.0.message,
+        e.status.message,
         "configmaps \"c3\" is forbidden: ValidatingAdmissionPolicy 'q' with binding 'qb' denied request: expression '!has(object.data) || !('var' in object.data) || variables.bad' resulted in error: composited variable \"bad\" fails to evaluate: no such key: nokey"
     );
     // a variable that reads `variables` whole does not evaluate itself forever
     let e = validate(&s, &cm("c4", json!({"self": "1"}))).unwrap_err();
     assert!(
-        e.0.message
+        e.status
+            .message
             .ends_with("composited variable \"itself\" fails to evaluate: no such key: itself"),
         "{}",
-        e.0.message
+        e.status.message
     );
 }
 
@@ -651,11 +664,11 @@ fn params_are_undeclared_without_a_param_kind_and_authorizer_is_unsupported() {
     );
     let e = validate(&s, &cm("c", json!({}))).unwrap_err();
     assert!(
-        e.0.message.ends_with(
+        e.status.message.ends_with(
             "denied request: compilation error: ERROR: <input>: undeclared reference to 'params' (in container '')"
         ),
         "{}",
-        e.0.message
+        e.status.message
     );
     paramless(
         &s,
@@ -673,7 +686,7 @@ fn params_are_undeclared_without_a_param_kind_and_authorizer_is_unsupported() {
     assert!(
         validate(&s, &cm("c", json!({})))
             .unwrap_err()
-            .0
+            .status
             .message
             .ends_with(": null params")
     );
@@ -705,7 +718,7 @@ fn rules_operations_scope_names_and_excludes() {
     assert!(
         validate(&s, &del)
             .unwrap_err()
-            .0
+            .status
             .message
             .starts_with("configmaps \"c\" is forbidden")
     );
@@ -815,7 +828,7 @@ fn namespaces_are_matched_by_their_own_labels() {
     );
     let e = validate(&s, &ns(json!({"guarded": "yes"}))).unwrap_err();
     assert_eq!(
-        e.0.message,
+        e.status.message,
         "namespaces \"new\" is forbidden: ValidatingAdmissionPolicy 'q' with binding 'qb' denied request: guarded"
     );
 }
@@ -856,7 +869,7 @@ fn other_reasons_and_groups() {
             "deployments.apps \"keep\" is forbidden: ValidatingAdmissionPolicy 'q' with binding 'qb' denied request: too many"
         )
     );
-    assert_eq!(e.0.details.as_ref().unwrap().group, "apps");
+    assert_eq!(e.status.details.as_ref().unwrap().group, "apps");
     assert!(validate(&s, &dep(Operation::Create, 1)).is_ok());
     let e = validate(&s, &dep(Operation::Delete, 1)).unwrap_err();
     assert_eq!(
@@ -882,7 +895,7 @@ fn generated_names_and_missing_constraints() {
     a.object = Some(json!({"metadata": {"generateName": "gen-"}}));
     let e = validate(&s, &a).unwrap_err();
     assert_eq!(
-        e.0.message,
+        e.status.message,
         "configmaps \"gen-\" is forbidden: ValidatingAdmissionPolicy 'q' denied request: failed to configure policy: policy contained no match constraints, a required field"
     );
 }
