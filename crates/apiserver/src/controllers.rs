@@ -14,7 +14,6 @@ pub(crate) mod endpoints;
 pub(crate) mod gc;
 pub(crate) mod jobs;
 pub(crate) mod nodes;
-pub(crate) mod podgc;
 pub(crate) mod resource_claims;
 pub(crate) mod statefulsets;
 pub(crate) mod workloads;

@@ -26,7 +26,7 @@ pub use crate::auth::rbac::UserInfo;
 pub use crate::auth::token_file::{TokenFileError, TokenUser, parse as parse_token_file};
 pub use crate::http::api::{ApiServer, ServerOptions};
 pub use crate::http::limits::Limits;
-pub use crate::http::server::{ServeError, ServerBuilder, TestServer, TlsMaterial};
+pub use crate::http::server::{ServeError, ServerBuilder, ServerTask, TestServer, TlsMaterial};
 pub use crate::kubelet::{
     ContainerRef, DEFAULT_MAX_STREAMING_SESSIONS, DEFAULT_NODE, DEFAULT_STREAMING_IDLE_TIMEOUT,
     ExecHandler, ExecSession, Kubelet, LogSource, Output, PodRef, PortForwarder, PortTarget,

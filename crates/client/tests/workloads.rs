@@ -44,7 +44,7 @@ async fn kubelet_env() -> Option<TestEnv> {
     if kubewright_testing::embedded_only("the test cluster has no nodes: its pods never run") {
         return None;
     }
-    let server = TestServer::builder()
+    let server = kubewright_testing::embedded_server()
         .kubelet(Kubelet::new())
         .start()
         .await

@@ -37,6 +37,10 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run kube-controller-manager's controllers that kubewright has (see
+    /// kubewright-controllers) against a cluster, until interrupted: against a real
+    /// cluster whose kube-controller-manager has them switched off, say.
+    Controllers(ControllersOptions),
     /// Print the CustomResourceDefinition derived from an example type, as YAML.
     Crd {
         /// The example: `monitor`.
@@ -69,6 +73,13 @@ async fn main() -> ExitCode {
                 }
             }
         }
+        Command::Controllers(opts) => match controllers(opts).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kw controllers: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve(opts) => match serve(opts).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -80,7 +91,57 @@ async fn main() -> ExitCode {
 }
 
 #[derive(clap::Args)]
+struct ControllersOptions {
+    /// The kubeconfig (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
+    /// Which controllers, in kube-controller-manager's `--controllers` syntax: `*` is
+    /// all, `name` adds one, `-name` removes one.
+    #[arg(long, default_value = "*")]
+    controllers: String,
+    /// Client-side requests per second (kube-controller-manager's default).
+    #[arg(long, default_value_t = 20.0)]
+    kube_api_qps: f32,
+    /// Client-side burst (kube-controller-manager's default).
+    #[arg(long, default_value_t = 30)]
+    kube_api_burst: u32,
+}
+
+async fn controllers(o: ControllersOptions) -> Result<(), String> {
+    use kubewright::client::config::{KubeConfigOptions, Kubeconfig};
+    let selection =
+        kubewright_controllers::Selection::parse(&o.controllers).map_err(|e| e.to_string())?;
+    let kubeconfig = match &o.kubeconfig {
+        Some(path) => Kubeconfig::read_from(path)
+            .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?,
+        None => Kubeconfig::load_default().map_err(|e| e.to_string())?,
+    };
+    let options = KubeConfigOptions {
+        context: o.context.clone(),
+        ..Default::default()
+    };
+    let mut config = kubewright::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .map_err(|e| e.to_string())?;
+    config.qps = o.kube_api_qps;
+    config.burst = o.kube_api_burst;
+    let client = kubewright::Client::new(config).map_err(|e| e.to_string())?;
+    println!("kw controllers: running {}", selection.names().join(", "));
+    let stop = kubewright::runtime::controller::shutdown_signal();
+    kubewright_controllers::run(client, &selection, stop)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[derive(clap::Args)]
 struct ServeOptions {
+    /// Which of kube-controller-manager's controllers run beside the server, in its
+    /// `--controllers` syntax (`*` all, `-name` removes one, `name` adds one); the
+    /// names are kubewright-controllers' `CONTROLLERS`.
+    #[arg(long, default_value = "*")]
+    controllers: String,
     /// Port to listen on (127.0.0.1).
     #[arg(long, default_value_t = 6443)]
     port: u16,
@@ -145,9 +206,20 @@ async fn serve(o: ServeOptions) -> Result<(), String> {
              --token-auth-file to serve every request as the administrator"
         );
     }
+    let selection =
+        kubewright_controllers::Selection::parse(&o.controllers).map_err(|e| e.to_string())?;
+    let controllers: kubewright_apiserver::ServerTask =
+        std::sync::Arc::new(move |kubeconfig, stop| {
+            Box::pin(kubewright_controllers::run_beside_server(
+                kubeconfig,
+                selection.clone(),
+                stop,
+            ))
+        });
     let mut builder = kubewright_apiserver::TestServer::builder()
         .port(o.port)
-        .tls(!o.insecure);
+        .tls(!o.insecure)
+        .with_task("kubewright-controllers", controllers);
     if let Some(t) = &token {
         builder = builder.token(t.clone());
     }

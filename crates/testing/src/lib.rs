@@ -18,7 +18,7 @@
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kubewright_apiserver::TestServer;
+use kubewright_apiserver::{ServerBuilder, TestServer};
 use kubewright_client::config::{KubeConfigOptions, Kubeconfig};
 use kubewright_client::{Api, Client, Config};
 use kubewright_core::{
@@ -27,6 +27,21 @@ use kubewright_core::{
 };
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// A builder for an embedded server that runs, beside itself, the controllers a
+/// cluster's kube-controller-manager would run, as far as `kubewright-controllers`
+/// has them (see its `CONTROLLERS`): the server [`TestEnv::start`] starts.
+/// `kubewright_apiserver::TestServer::builder()` is the bare server.
+pub fn embedded_server() -> ServerBuilder {
+    let controllers: kubewright_apiserver::ServerTask = std::sync::Arc::new(|kubeconfig, stop| {
+        Box::pin(kubewright_controllers::run_beside_server(
+            kubeconfig,
+            kubewright_controllers::Selection::all(),
+            stop,
+        ))
+    });
+    TestServer::builder().with_task("kubewright-controllers", controllers)
+}
 
 /// The variable that switches tests to a real cluster.
 pub const KUBECONFIG_ENV: &str = "KUBEWRIGHT_TEST_KUBECONFIG";
@@ -130,7 +145,8 @@ impl TestEnv {
                 }
             }
             _ => {
-                let server = TestServer::start()
+                let server = embedded_server()
+                    .start()
                     .await
                     .unwrap_or_else(|e| panic!("embedded server: {e}"));
                 Self::for_server(server)

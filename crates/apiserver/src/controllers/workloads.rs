@@ -91,10 +91,6 @@ pub(crate) struct Workloads {
     pod_labels: BTreeMap<String, Vec<Map<String, Value>>>,
     all_services: bool,
     triggers: super::endpoints::Triggers,
-    /// Nodes pods are bound to that are missing, and when their quarantine ends
-    /// (podgc); terminating pods on nodes out of service.
-    missing_nodes: HashMap<String, jiff::Timestamp>,
-    stranded: BTreeSet<Key>,
 }
 
 pub(super) fn key_of(obj: &Value) -> Key {
@@ -137,26 +133,6 @@ pub(super) fn controller_named<'a>(obj: &'a Value, kind: &str) -> Option<&'a str
 }
 
 impl Workloads {
-    /// podgc's view of a pod: bound to a missing node (quarantined), or terminating on
-    /// a node out of service.
-    fn check_node_of(&mut self, srv: &ApiServer, pod: &Value) {
-        let Some(node) = super::podgc::node_of(pod) else {
-            return;
-        };
-        match srv.storage.get(super::podgc::NODES, "", node) {
-            None => {
-                let until = now()
-                    .checked_add(super::podgc::QUARANTINE)
-                    .unwrap_or_else(|_| now());
-                self.missing_nodes.entry(node.to_string()).or_insert(until);
-            }
-            Some(n) if deleting(pod) && super::podgc::out_of_service(&n) => {
-                self.stranded.insert(key_of(pod));
-            }
-            Some(_) => {}
-        }
-    }
-
     fn forget_pod(&mut self, pod: &Value) {
         let (ns, name) = key_of(pod);
         if let Some(rc) = controller_named(pod, "ReplicationController")
@@ -287,9 +263,6 @@ impl Workloads {
                         if let Some(prev) = &e.prev {
                             self.forget_pod(prev);
                         }
-                        if e.kind != EventType::Deleted {
-                            self.check_node_of(srv, &e.object);
-                        }
                         if e.kind == EventType::Deleted {
                             self.forget_pod(&e.object);
                             // Its controller counts it no more.
@@ -335,30 +308,6 @@ impl Workloads {
                     }
                     super::daemonsets::NODES => {
                         self.nodes_changed = true;
-                        let node = meta_str(&e.object, "name").unwrap_or("").to_string();
-                        match e.kind {
-                            EventType::Deleted => {
-                                let until = now()
-                                    .checked_add(super::podgc::QUARANTINE)
-                                    .unwrap_or_else(|_| now());
-                                self.missing_nodes.entry(node).or_insert(until);
-                            }
-                            EventType::Added => {
-                                self.missing_nodes.remove(&node);
-                            }
-                            _ if super::podgc::out_of_service(&e.object)
-                                && !e.prev.as_deref().is_some_and(super::podgc::out_of_service) =>
-                            {
-                                for pod in srv.storage.list(PODS, None).0 {
-                                    if deleting(&pod)
-                                        && super::podgc::node_of(&pod) == Some(node.as_str())
-                                    {
-                                        self.stranded.insert(key_of(&pod));
-                                    }
-                                }
-                            }
-                            _ => {}
-                        }
                         let labels = |o: &Value| o.pointer("/metadata/labels").cloned();
                         if e.kind != EventType::Modified
                             || e.prev.as_deref().map(labels) != Some(labels(&e.object))
@@ -407,7 +356,6 @@ impl Workloads {
         let (pods, rv) = srv.storage.list(PODS, None);
         for pod in &pods {
             self.note_pod(pod);
-            self.check_node_of(srv, pod);
         }
         for rs in srv.storage.list(REPLICASETS, None).0 {
             self.note_replicaset(&rs);
@@ -438,12 +386,7 @@ impl Workloads {
 pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
     let timed: (BTreeSet<Key>, BTreeSet<Key>);
     let rcs: BTreeSet<Key>;
-    let endpoints_and_gc: (
-        BTreeSet<Key>,
-        super::endpoints::Triggers,
-        Vec<String>,
-        Vec<Key>,
-    );
+    let endpoints: (BTreeSet<Key>, super::endpoints::Triggers);
     let (deployments, replicasets, jobs) = {
         let mut w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
         w.refresh(srv);
@@ -500,10 +443,7 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
                 }
             }
         }
-        // podgc: nodes whose quarantine ended, pods stranded on nodes out of service.
-        let gone = take_due(&mut w.missing_nodes, at);
-        let stranded: Vec<Key> = std::mem::take(&mut w.stranded).into_iter().collect();
-        endpoints_and_gc = (services, std::mem::take(&mut w.triggers), gone, stranded);
+        endpoints = (services, std::mem::take(&mut w.triggers));
         (
             std::mem::take(&mut w.deployments),
             std::mem::take(&mut w.replicasets),
@@ -511,7 +451,7 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
         )
     };
     // The writes happen outside the lock.
-    let (services, mut triggers, gone, stranded) = endpoints_and_gc;
+    let (services, mut triggers) = endpoints;
     for (ns, name) in &services {
         super::endpoints::sync_service(srv, &mut triggers, ns, name);
     }
@@ -519,9 +459,6 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .triggers = triggers;
-    if !gone.is_empty() || !stranded.is_empty() {
-        super::podgc::collect(srv, gone, stranded);
-    }
     let (jobs, sets, daemons) = jobs;
     let mut again_ds: Vec<Key> = Vec::new();
     for ((ns, name), pods) in daemons {

@@ -310,8 +310,11 @@ pub fn delete_obj(
             return Ok(if o.dry_run { Mutation::Keep } else { Mutation::Delete });
         }
         if being_deleted {
-            out = Some((false, next));
-            return Ok(Mutation::Keep);
+            // kube-apiserver's BeforeDelete: a pending graceful deletion of a pod may
+            // only be shortened (a pod that finished or was never scheduled: to 0).
+            let shortened = def.group.is_empty() && def.plural == "pods" && shorten_grace(&mut next, o.grace_period);
+            out = Some((false, next.clone()));
+            return Ok(if shortened && !o.dry_run { Mutation::Put(next) } else { Mutation::Keep });
         }
         {
             let m = meta_mut(&mut next);
@@ -373,4 +376,53 @@ pub fn delete_obj(
     }
     srv.kick.notify_one();
     out.ok_or_else(|| ApiError::internal("delete produced no result"))
+}
+
+/// Shortens a terminating pod's pending graceful deletion to the period a new delete
+/// asks for (its `CheckGracefulDelete`: the requested period, else the pod's own; 0 for
+/// a pod that finished or was never scheduled), moving `deletionTimestamp` earlier by
+/// the difference, as kube-apiserver's `BeforeDelete` does. Whether it changed.
+fn shorten_grace(pod: &mut Value, requested: Option<i64>) -> bool {
+    let unscheduled = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    let finished = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    let period = if unscheduled || finished {
+        0
+    } else {
+        requested
+            .or_else(|| {
+                pod.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
+            .unwrap_or(0)
+            .max(0)
+    };
+    let m = meta_mut(pod);
+    let Some(current) = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64) else {
+        return false;
+    };
+    if current == 0 || period >= current {
+        return false;
+    }
+    let moved = m
+        .get("deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .and_then(|t| {
+            t.checked_sub(jiff::SignedDuration::from_secs(current - period))
+                .ok()
+        });
+    if let Some(t) = moved {
+        m.insert(
+            "deletionTimestamp".into(),
+            json!(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        );
+    }
+    m.insert("deletionGracePeriodSeconds".into(), json!(period));
+    true
 }

@@ -138,9 +138,43 @@ pub struct ServerBuilder {
     addr: Option<SocketAddr>,
     tls: bool,
     options: ServerOptions,
+    tasks: ServerTasks,
+}
+
+/// A task that runs beside the server for as long as it serves (controllers, say):
+/// started once the server listens, with a kubeconfig (YAML) for the server's
+/// administrator and a token that is cancelled when the server stops.
+/// [`TestServer::shutdown`] waits for it to end.
+pub type ServerTask = Arc<
+    dyn Fn(
+            String,
+            CancellationToken,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The tasks a builder starts beside its server.
+#[derive(Clone, Default)]
+struct ServerTasks(Vec<(String, ServerTask)>);
+
+impl std::fmt::Debug for ServerTasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| name))
+            .finish()
+    }
 }
 
 impl ServerBuilder {
+    /// Runs `task` beside the server (see [`ServerTask`]); `name` names it in logs.
+    /// This is how the crates above the server attach the controllers a cluster runs
+    /// (the server itself runs none of kube-controller-manager's).
+    #[must_use]
+    pub fn with_task(mut self, name: &str, task: ServerTask) -> Self {
+        self.tasks.0.push((name.to_string(), task));
+        self
+    }
     /// Listen address (default `127.0.0.1:0`, a free port).
     #[must_use]
     pub fn addr(mut self, addr: SocketAddr) -> Self {
@@ -290,14 +324,21 @@ impl ServerBuilder {
             state.clone(),
             stop.clone(),
         )));
-        Ok(TestServer {
+        let mut server = TestServer {
             state,
             addr: local,
             tls,
             token,
             stop,
             tasks,
-        })
+        };
+        let kubeconfig = server.kubeconfig();
+        for (name, task) in self.tasks.0 {
+            tracing::debug!(task = %name, "starting a task beside the server");
+            let run = task(kubeconfig.clone(), server.stop.child_token());
+            server.tasks.push(tokio::spawn(run));
+        }
+        Ok(server)
     }
 }
 
