@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{
     Endpoints, Event, Node, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kubewright_apiserver::{Kubelet, TestServer};
+use kubewright_apiserver::Kubelet;
 use kubewright_client::Api;
 use kubewright_core::{ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kubewright_testing::TestEnv;

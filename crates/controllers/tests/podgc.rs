@@ -4,6 +4,7 @@
 //!
 //! On a real cluster kube-controller-manager's podgc does this, unless it is switched
 //! off and `kw controllers` runs ours instead (CI's KCM-off stage).
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kubewright_client::Api;

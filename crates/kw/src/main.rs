@@ -108,10 +108,19 @@ struct ControllersOptions {
     /// Client-side burst (kube-controller-manager's default).
     #[arg(long, default_value_t = 30)]
     kube_api_burst: u32,
+    /// Print the name of every controller kubewright has, one per line, and exit.
+    #[arg(long)]
+    list: bool,
 }
 
 async fn controllers(o: ControllersOptions) -> Result<(), String> {
     use kubewright::client::config::{KubeConfigOptions, Kubeconfig};
+    if o.list {
+        for name in kubewright_controllers::CONTROLLERS {
+            println!("{name}");
+        }
+        return Ok(());
+    }
     let selection =
         kubewright_controllers::Selection::parse(&o.controllers).map_err(|e| e.to_string())?;
     let kubeconfig = match &o.kubeconfig {
