@@ -2,9 +2,9 @@
 //! namespace lifecycle (content deletion, finalize, default ServiceAccount) and the
 //! garbage collector (background, foreground and orphan propagation), and ClusterRole
 //! aggregation (bootstrap.rs, with the default RBAC policy created at start), and the
-//! storage object protection controllers (a deleted claim, volume or
-//! VolumeAttributesClass goes once nothing uses it), and the replicaset and deployment
-//! controllers (workloads.rs).
+//! replicaset and deployment controllers (workloads.rs). The storage object protection
+//! controllers, the pod garbage collector and the ttl-after-finished controller are
+//! kubewright-controllers', run beside the server by the crates above it.
 
 pub(crate) mod bootstrap;
 pub(crate) mod cronjobs;
@@ -64,21 +64,19 @@ pub async fn run(srv: Arc<ApiServer>, stop: CancellationToken) {
 /// this pass, as controller-runtime recovers a reconciler's panic: the others still run,
 /// and it runs again on the next pass.
 pub fn reconcile_all(srv: &Arc<ApiServer>) {
-    let passes: [(&str, Pass); 12] = [
+    let passes: [(&str, Pass); 10] = [
         ("crd", |s| crds(s)),
         ("namespace", |s| namespaces(s)),
         ("garbage-collector", |s| gc::collect(s)),
         ("clusterrole-aggregation", |s| {
             crate::controllers::bootstrap::aggregate_cluster_roles(s)
         }),
-        ("disruption", |s| disruption::reconcile(s)),
         ("service-ip", |s| service_ips(s)),
         ("resourcequota", |s| quotas(s)),
         ("apiservice", |s| {
             crate::controllers::bootstrap::api_services(s)
         }),
         ("service-cidr", |s| service_cidrs(s)),
-        ("storage-protection", |s| storage_protection(s)),
         ("resourceclaim", |s| resource_claims::reconcile(s)),
         ("node-lifecycle", |s| nodes::reconcile(s)),
     ];
@@ -109,115 +107,6 @@ fn report_panic(controller: &str, panic: &(dyn std::any::Any + Send)) {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".into());
     tracing::error!(controller, panic = %why, "an embedded controller panicked; it runs again on the next pass");
-}
-
-const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
-const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
-const VAC_PROTECTION: &str = "kubernetes.io/vac-protection";
-const VACS: &str = "storage.k8s.io/volumeattributesclasses";
-
-/// Objects being deleted that still carry `finalizer`.
-fn deleting_with(srv: &ApiServer, key: &str, finalizer: &str) -> Vec<Arc<Value>> {
-    srv.storage
-        .list(key, None)
-        .0
-        .into_iter()
-        .filter(|o| {
-            o.pointer("/metadata/deletionTimestamp").is_some()
-                && o.pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|f| f.iter().any(|x| x == finalizer))
-        })
-        .collect()
-}
-
-/// kube-controller-manager's pvc-protection, pv-protection and vac-protection controllers:
-/// a deleted claim keeps its finalizer while a scheduled pod uses it, a volume while it is
-/// bound, a VolumeAttributesClass while a claim or volume names it; then it goes.
-fn storage_protection(srv: &ApiServer) {
-    for pvc in deleting_with(srv, "/persistentvolumeclaims", PVC_PROTECTION) {
-        let ns = meta_str(&pvc, "namespace").unwrap_or("");
-        let name = meta_str(&pvc, "name").unwrap_or("");
-        let used = srv
-            .storage
-            .list("/pods", Some(ns))
-            .0
-            .iter()
-            .any(|pod| pod_uses_claim(pod, name, pvc.pointer("/metadata/ownerReferences")));
-        if !used {
-            remove_finalizer(srv, "/persistentvolumeclaims", ns, name, PVC_PROTECTION);
-        }
-    }
-    for pv in deleting_with(srv, "/persistentvolumes", PV_PROTECTION) {
-        if pv.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
-            let name = meta_str(&pv, "name").unwrap_or("");
-            remove_finalizer(srv, "/persistentvolumes", "", name, PV_PROTECTION);
-        }
-    }
-    let vacs = deleting_with(srv, VACS, VAC_PROTECTION);
-    if vacs.is_empty() {
-        return;
-    }
-    let claims = srv.storage.list("/persistentvolumeclaims", None).0;
-    let volumes = srv.storage.list("/persistentvolumes", None).0;
-    for vac in vacs {
-        let name = meta_str(&vac, "name").unwrap_or("");
-        let named = |o: &Value, ptr: &str| o.pointer(ptr).and_then(Value::as_str) == Some(name);
-        let used = claims.iter().any(|c| {
-            named(c, "/spec/volumeAttributesClassName")
-                || named(c, "/status/currentVolumeAttributesClassName")
-                || named(
-                    c,
-                    "/status/modifyVolumeStatus/targetVolumeAttributesClassName",
-                )
-        }) || volumes
-            .iter()
-            .any(|v| named(v, "/spec/volumeAttributesClassName"));
-        if !used {
-            remove_finalizer(srv, VACS, "", name, VAC_PROTECTION);
-        }
-    }
-}
-
-/// Whether a pod uses a claim as the pvc-protection controller counts it: only a scheduled
-/// pod (the kubelet will not start a pod whose claim is being deleted); a claim it names,
-/// or the claim of one of its generic ephemeral volumes (`<pod>-<volume>`, owned by the
-/// pod) while the pod has not finished.
-fn pod_uses_claim(pod: &Value, claim: &str, owners: Option<&Value>) -> bool {
-    if pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        return false;
-    }
-    let pod_name = meta_str(pod, "name").unwrap_or("");
-    let pod_uid = meta_str(pod, "uid").unwrap_or("");
-    let finished = matches!(
-        pod.pointer("/status/phase").and_then(Value::as_str),
-        Some("Succeeded" | "Failed")
-    );
-    let owned_by_pod = owners.and_then(Value::as_array).is_some_and(|os| {
-        os.iter().any(|o| {
-            o.get("uid").and_then(Value::as_str) == Some(pod_uid)
-                && o.get("controller").and_then(Value::as_bool) == Some(true)
-        })
-    });
-    pod.pointer("/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|v| {
-            v.pointer("/persistentVolumeClaim/claimName")
-                .and_then(Value::as_str)
-                == Some(claim)
-                || (!finished
-                    && v.get("ephemeral").is_some_and(|e| !e.is_null())
-                    && v.get("name")
-                        .and_then(Value::as_str)
-                        .is_some_and(|n| format!("{pod_name}-{n}") == claim)
-                    && owned_by_pod)
-        })
 }
 
 const CIDR_FINALIZER: &str = "networking.k8s.io/service-cidr-finalizer";

@@ -248,7 +248,7 @@ async fn a_pending_pod_is_evicted_whatever_the_budget() {
 /// protocol details are covered by `tests/pod_io.rs` against a hand-rolled peer.
 #[tokio::test]
 async fn logs_exec_attach_and_port_forward_through_the_kubelet_embedded_only() {
-    use kubewright_apiserver::{ExecSession, Kubelet, PodRef, PortTarget, SessionKind, TestServer};
+    use kubewright_apiserver::{ExecSession, Kubelet, PodRef, PortTarget, SessionKind};
     use std::sync::{Arc, Mutex};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -311,7 +311,7 @@ async fn logs_exec_attach_and_port_forward_through_the_kubelet_embedded_only() {
                 PortTarget::Refuse(format!("nothing listens on {port}"))
             }
         });
-    let server = TestServer::builder()
+    let server = kubewright_testing::embedded_server()
         .kubelet(kubelet)
         .start()
         .await

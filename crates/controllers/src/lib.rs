@@ -19,13 +19,31 @@
 //! assert!(Selection::parse("no-such-controller").is_err());
 //! ```
 
+pub mod disruption;
 pub mod podgc;
+pub mod storage_protection;
+pub mod ttl_after_finished;
 
 use kubewright_client::Client;
 use kubewright_runtime::{CancellationToken, Manager, ManagerError};
 
+/// The user agent the controllers' client sends beside the embedded server and from
+/// `kw controllers`: its first part, which servers take as the field manager of its
+/// writes, is kube-controller-manager's, so managedFields read as on any cluster.
+pub const USER_AGENT: &str = concat!(
+    "kube-controller-manager/kubewright-controllers-",
+    env!("CARGO_PKG_VERSION")
+);
+
 /// Every controller of this crate, by kube-controller-manager's name.
-pub const CONTROLLERS: &[&str] = &[podgc::NAME];
+pub const CONTROLLERS: &[&str] = &[
+    podgc::NAME,
+    ttl_after_finished::NAME,
+    storage_protection::PVC_NAME,
+    storage_protection::PV_NAME,
+    storage_protection::VAC_NAME,
+    disruption::NAME,
+];
 
 /// Errors from selecting or running the controllers.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +119,11 @@ pub fn add(manager: &mut Manager, selection: &Selection) -> Result<(), Error> {
     for name in selection.names() {
         match *name {
             podgc::NAME => podgc::add(manager)?,
+            ttl_after_finished::NAME => ttl_after_finished::add(manager)?,
+            storage_protection::PVC_NAME => storage_protection::add_pvc(manager)?,
+            storage_protection::PV_NAME => storage_protection::add_pv(manager)?,
+            storage_protection::VAC_NAME => storage_protection::add_vac(manager)?,
+            disruption::NAME => disruption::add(manager)?,
             _ => unreachable!("CONTROLLERS and add() list the same names"),
         }
     }
@@ -136,6 +159,7 @@ pub async fn run_beside_server(kubeconfig: String, selection: Selection, stop: C
     let client = config.and_then(|mut config| {
         // The server is in the same process; it needs no protection from its controllers.
         config.qps = 0.0;
+        config.user_agent = USER_AGENT.to_string();
         Client::new(config)
     });
     let outcome = match client {

@@ -136,6 +136,7 @@ async fn controllers(o: ControllersOptions) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     config.qps = o.kube_api_qps;
     config.burst = o.kube_api_burst;
+    config.user_agent = kubewright_controllers::USER_AGENT.to_string();
     let client = kubewright::Client::new(config).map_err(|e| e.to_string())?;
     println!("kw controllers: running {}", selection.names().join(", "));
     let stop = kubewright::runtime::controller::shutdown_signal();

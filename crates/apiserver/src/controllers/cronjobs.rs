@@ -1,5 +1,4 @@
-//! kube-controller-manager's cronjob controller (batch/v1 CronJobs) and its
-//! ttl-after-finished controller (Jobs with `spec.ttlSecondsAfterFinished`).
+//! kube-controller-manager's cronjob controller (batch/v1 CronJobs).
 //!
 //! A CronJob creates one Job per scheduled time (`<cronjob>-<minutes since the epoch>`,
 //! owned by it, its template's labels and annotations plus
@@ -500,42 +499,6 @@ async fn schedule(
     status.insert("lastScheduleTime".into(), json!(wire_time(scheduled)));
     current["status"] = Value::Object(status.clone());
     (wake(&current), false)
-}
-
-/// The ttl-after-finished controller for one Job: a finished Job whose
-/// `ttlSecondsAfterFinished` passed (counted from its `Complete`/`Failed` condition) is
-/// deleted in the foreground, on the condition that it is still the same Job. When to
-/// look again, if its time has not come.
-pub(super) fn expire_job(srv: &Arc<ApiServer>, ns: &str, name: &str) -> Option<Timestamp> {
-    let job = srv.storage.get(JOBS, ns, name)?;
-    let ttl = int(&job, "/spec/ttlSecondsAfterFinished")?;
-    if super::workloads::deleting(&job) {
-        return None;
-    }
-    let kind = finished(&job)?;
-    let done: Timestamp = job
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|c| c["type"] == kind && c["status"] == "True")?
-        .get("lastTransitionTime")?
-        .as_str()?
-        .parse()
-        .ok()?;
-    let expires = done.checked_add(SignedDuration::from_secs(ttl)).ok()?;
-    if expires > now() {
-        return Some(expires);
-    }
-    let def = srv.def("batch", "v1", "jobs")?;
-    let opts = DeleteOptions {
-        propagation: Some("Foreground".into()),
-        uid: Some(uid(&job).to_string()),
-        ..Default::default()
-    };
-    if let Err(e) = delete_obj(srv, &def, ns, name, &opts) {
-        tracing::debug!(%ns, %name, "ttl-after-finished delete: {}", e.status.message);
-    }
-    None
 }
 
 /// The CronJob that controls `job`.

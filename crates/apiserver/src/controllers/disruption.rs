@@ -1,7 +1,6 @@
-//! PodDisruptionBudgets: the disruption controller (status) and the eviction
-//! subresource that honours them, after kube-controller-manager's
-//! `pkg/controller/disruption` and kube-apiserver's
-//! `pkg/registry/core/pod/storage/eviction.go`.
+//! The eviction subresource that honours PodDisruptionBudgets, after kube-apiserver's
+//! `pkg/registry/core/pod/storage/eviction.go`. The budgets' status comes from
+//! kubewright-controllers' disruption controller.
 
 use crate::error::ApiError;
 use crate::http::api::{ApiServer, Target};
@@ -10,15 +9,10 @@ use crate::registry::meta::{self, meta_str};
 use crate::storage::Mutation;
 use http::{Response, StatusCode};
 use serde_json::{Map, Value, json};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 const PDBS: &str = "policy/poddisruptionbudgets";
 const PODS: &str = "/pods";
-
-/// How long an eviction keeps a pod out of `currentHealthy` while it is being deleted
-/// (the controller's `DeletionTimeout`).
-const DELETION_TIMEOUT_SECS: i64 = 2 * 60;
 
 /// More disrupted pods than this in a budget's status block evictions.
 const MAX_DISRUPTED_PODS: usize = 2000;
@@ -52,198 +46,6 @@ fn is_ready(pod: &Value) -> bool {
                     && c.get("status").and_then(Value::as_str) == Some("True")
             })
         })
-}
-
-fn now() -> jiff::Timestamp {
-    jiff::Timestamp::now()
-}
-
-/// An int-or-string of a budget, scaled against `total` (percentages round up, as
-/// `GetScaledValueFromIntOrPercent(…, true)`).
-fn scaled(v: &Value, total: i64) -> Option<i64> {
-    match v {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => {
-            let pct: i64 = s.strip_suffix('%')?.parse().ok()?;
-            Some((pct * total + 99) / 100)
-        }
-        _ => None,
-    }
-}
-
-/// The replicas of the controllers of `pods` (each counted once), as the disruption
-/// controller finds them: Deployments through their ReplicaSets, ReplicaSets,
-/// StatefulSets and ReplicationControllers.
-fn expected_scale(srv: &ApiServer, ns: &str, pods: &[Arc<Value>]) -> i64 {
-    let mut seen = HashSet::new();
-    let mut total = 0;
-    let replicas = |o: &Value| {
-        o.pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1)
-    };
-    let controller = |o: &Value| -> Option<Value> {
-        o.pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)?
-            .iter()
-            .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-            .cloned()
-    };
-    for pod in pods {
-        let Some(r) = controller(pod) else { continue };
-        let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
-        let name = r.get("name").and_then(Value::as_str).unwrap_or("");
-        let uid = r.get("uid").and_then(Value::as_str).unwrap_or("");
-        let key = match kind {
-            "ReplicaSet" => "apps/replicasets",
-            "StatefulSet" => "apps/statefulsets",
-            "ReplicationController" => "/replicationcontrollers",
-            _ => continue,
-        };
-        let Some(owner) = srv
-            .storage
-            .get(key, ns, name)
-            .filter(|o| meta_str(o, "uid") == Some(uid))
-        else {
-            continue;
-        };
-        // A ReplicaSet of a Deployment counts as the Deployment.
-        let (owner, ouid) = match controller(&owner) {
-            Some(d) if kind == "ReplicaSet" && d.get("kind") == Some(&json!("Deployment")) => {
-                let dname = d.get("name").and_then(Value::as_str).unwrap_or("");
-                let duid = d
-                    .get("uid")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                match srv
-                    .storage
-                    .get("apps/deployments", ns, dname)
-                    .filter(|o| meta_str(o, "uid") == Some(duid.as_str()))
-                {
-                    Some(dep) => (dep, duid),
-                    None => continue,
-                }
-            }
-            _ => (owner, uid.to_string()),
-        };
-        if seen.insert(ouid) {
-            total += replicas(&owner);
-        }
-    }
-    total
-}
-
-/// One pass of the disruption controller over every budget.
-pub(crate) fn reconcile(srv: &Arc<ApiServer>) {
-    let (pdbs, _) = srv.storage.list(PDBS, None);
-    for pdb in pdbs {
-        let ns = meta_str(&pdb, "namespace").unwrap_or("").to_string();
-        let name = meta_str(&pdb, "name").unwrap_or("").to_string();
-        if pdb.pointer("/metadata/deletionTimestamp").is_some() {
-            continue;
-        }
-        let status = compute(srv, &ns, &pdb);
-        let _ = srv.storage.mutate::<ApiError>(PDBS, &ns, &name, |cur, _| {
-            let Some(cur) = cur else {
-                return Ok(Mutation::Keep);
-            };
-            let mut next = (**cur).clone();
-            let mut status = status.clone();
-            // Keep the transition time of an unchanged condition.
-            if let (Some(old), Some(new)) = (
-                cur.pointer("/status/conditions/0"),
-                status.pointer_mut("/conditions/0"),
-            ) && old.get("status") == new.get("status")
-                && let Some(t) = old.get("lastTransitionTime")
-            {
-                new["lastTransitionTime"] = t.clone();
-            }
-            if cur.get("status") == Some(&status) {
-                return Ok(Mutation::Keep);
-            }
-            next["status"] = status;
-            Ok(Mutation::Put(next))
-        });
-    }
-}
-
-/// A budget's status from the pods it selects.
-fn compute(srv: &ApiServer, ns: &str, pdb: &Value) -> Value {
-    let (all, _) = srv.storage.list(PODS, Some(ns));
-    let pods: Vec<Arc<Value>> = match selector(pdb) {
-        Some(sel) => all
-            .into_iter()
-            .filter(|p| sel.matches(&crate::registry::meta::labels(p)))
-            .collect(),
-        None => Vec::new(),
-    };
-    let spec = pdb.get("spec").cloned().unwrap_or_default();
-    let (expected, desired) = if let Some(mu) = spec.get("maxUnavailable") {
-        let expected = expected_scale(srv, ns, &pods);
-        let max = scaled(mu, expected).unwrap_or(0);
-        (expected, (expected - max).max(0))
-    } else if let Some(ma) = spec.get("minAvailable") {
-        match ma {
-            Value::Number(n) => (pods.len() as i64, n.as_i64().unwrap_or(0)),
-            _ => {
-                let expected = expected_scale(srv, ns, &pods);
-                (expected, scaled(ma, expected).unwrap_or(0))
-            }
-        }
-    } else {
-        (0, 0)
-    };
-    // Evicted pods not yet deleted stay out of the count for a while.
-    let t = now();
-    let mut disrupted = Map::new();
-    if let Some(d) = pdb
-        .pointer("/status/disruptedPods")
-        .and_then(Value::as_object)
-    {
-        for (pod, at) in d {
-            let when = at.as_str().and_then(|s| s.parse::<jiff::Timestamp>().ok());
-            let fresh = when.is_some_and(|w| {
-                w.checked_add(jiff::SignedDuration::from_secs(DELETION_TIMEOUT_SECS))
-                    .is_ok_and(|end| end > t)
-            });
-            let live = pods.iter().any(|p| {
-                meta_str(p, "name") == Some(pod.as_str())
-                    && p.pointer("/metadata/deletionTimestamp").is_none()
-            });
-            if fresh && live {
-                disrupted.insert(pod.clone(), at.clone());
-            }
-        }
-    }
-    let healthy = pods
-        .iter()
-        .filter(|p| {
-            p.pointer("/metadata/deletionTimestamp").is_none()
-                && is_ready(p)
-                && !meta_str(p, "name").is_some_and(|n| disrupted.contains_key(n))
-        })
-        .count() as i64;
-    let mut allowed = healthy - desired;
-    if expected <= 0 || allowed <= 0 {
-        allowed = 0;
-    }
-    let generation = pdb
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let mut status = json!({
-        "observedGeneration": generation,
-        "currentHealthy": healthy,
-        "desiredHealthy": desired,
-        "disruptionsAllowed": allowed,
-        "expectedPods": expected,
-        "conditions": [condition(allowed, generation)],
-    });
-    if !disrupted.is_empty() {
-        status["disruptedPods"] = Value::Object(disrupted);
-    }
-    status
 }
 
 fn condition(allowed: i64, generation: i64) -> Value {

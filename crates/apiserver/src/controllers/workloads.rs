@@ -82,8 +82,6 @@ pub(crate) struct Workloads {
     /// CronJobs to look at, and when each must be looked at again.
     cronjobs: BTreeSet<Key>,
     cron_wake: HashMap<Key, jiff::Timestamp>,
-    /// Finished Jobs with a time to live: when each expires.
-    ttl_wake: HashMap<Key, jiff::Timestamp>,
     /// Services to look at; the labels of pods that changed, by namespace (the Services
     /// selecting them look again); every Service (a Node appeared, went or was
     /// relabelled).
@@ -384,7 +382,7 @@ impl Workloads {
 /// or ReplicaSets were), and those waiting for time to pass. Asynchronous: pods are
 /// created through admission, as kube-controller-manager's go through kube-apiserver's.
 pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
-    let timed: (BTreeSet<Key>, BTreeSet<Key>);
+    let crons: BTreeSet<Key>;
     let rcs: BTreeSet<Key>;
     let endpoints: (BTreeSet<Key>, super::endpoints::Triggers);
     let (deployments, replicasets, jobs) = {
@@ -417,13 +415,10 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
             }
         }
         let daemons = with_pods(std::mem::take(&mut w.daemonsets), &w.daemon_pods);
-        // CronJobs and Job expiries whose time came.
-        let at = now();
-        let mut crons = std::mem::take(&mut w.cronjobs);
-        crons.extend(take_due(&mut w.cron_wake, at));
-        let mut expiring: BTreeSet<Key> = jobs.iter().map(|(k, _)| k.clone()).collect();
-        expiring.extend(take_due(&mut w.ttl_wake, at));
-        timed = (crons, expiring);
+        // CronJobs whose time came.
+        let mut due = std::mem::take(&mut w.cronjobs);
+        due.extend(take_due(&mut w.cron_wake, now()));
+        crons = due;
         rcs = std::mem::take(&mut w.rcs);
         // Services: those written, those selecting a pod that changed, or all.
         let mut services = std::mem::take(&mut w.services);
@@ -478,23 +473,15 @@ pub(crate) async fn reconcile(srv: &Arc<ApiServer>) {
             again_j.push((ns, name));
         }
     }
-    let (crons, expiring) = timed;
     let mut wakes: Vec<(Key, jiff::Timestamp)> = Vec::new();
     for (ns, name) in crons {
         if let Some(t) = super::cronjobs::sync_cronjob(srv, &ns, &name).await {
             wakes.push(((ns, name), t));
         }
     }
-    let mut ttl: Vec<(Key, jiff::Timestamp)> = Vec::new();
-    for (ns, name) in expiring {
-        if let Some(t) = super::cronjobs::expire_job(srv, &ns, &name) {
-            ttl.push(((ns, name), t));
-        }
-    }
-    if !wakes.is_empty() || !ttl.is_empty() {
+    if !wakes.is_empty() {
         let mut w = srv.workloads.lock().unwrap_or_else(|e| e.into_inner());
         w.cron_wake.extend(wakes);
-        w.ttl_wake.extend(ttl);
     }
     let mut again: Vec<Key> = Vec::new();
     for (ns, name) in &replicasets {

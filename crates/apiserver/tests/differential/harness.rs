@@ -204,7 +204,8 @@ impl Target {
     pub async fn embedded() -> Self {
         let mut alice = UserInfo::new("alice", &[]);
         alice.uid = "alice".into();
-        let server = TestServer::builder()
+        // With the controllers a cluster runs beside it, as the real one has.
+        let server = kubewright_testing::embedded_server()
             .token(EMBEDDED_ADMIN)
             .user(EMBEDDED_ALICE, alice)
             .start()

@@ -79,7 +79,7 @@ impl Kubectl {
                 namespace: None,
             },
             _ => {
-                let server = TestServer::builder()
+                let server = kubewright_testing::embedded_server()
                     .tls(true)
                     .token(format!("t{:016x}", rand_u64()))
                     .start()
