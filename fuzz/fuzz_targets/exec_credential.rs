@@ -24,8 +24,7 @@ fuzz_target!(|data: &[u8]| {
         let Some(secret) = v.pointer(&pointer).and_then(|s| s.as_str()) else {
             continue;
         };
-        if secret.len() < 12 || others.iter().any(|o| o.contains(secret)) || !e.contains(secret)
-        {
+        if secret.len() < 12 || others.iter().any(|o| o.contains(secret)) || !e.contains(secret) {
             continue;
         }
         // The error holds the secret's text. It may come from elsewhere (the configured
